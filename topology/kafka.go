@@ -1,0 +1,221 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+)
+
+// Kafka is the client configuration every component of ivrsched shares.
+type Kafka struct {
+	Brokers  []string
+	ClientID string
+	// Partitions of every topic ivrsched creates. Inputs, ticks, loop and
+	// table topics are co-partitioned, so they must all have this count.
+	Partitions int
+	// Replication of every topic ivrsched creates.
+	Replication int
+	// FlushFrequency is how long the producer may hold a message to batch it.
+	// It bounds the latency of each hop.
+	FlushFrequency time.Duration
+	// DialTimeout bounds connecting to a broker.
+	DialTimeout time.Duration
+}
+
+// ErrConfig reports an invalid configuration.
+var ErrConfig = errors.New("invalid configuration")
+
+// Validate checks the configuration.
+func (k Kafka) Validate() error {
+	switch {
+	case len(k.Brokers) == 0:
+		return fmt.Errorf("%w: no brokers (want host:port[,host:port])", ErrConfig)
+	case k.Partitions < 1:
+		return fmt.Errorf("%w: partitions %d (want >= 1)", ErrConfig, k.Partitions)
+	case k.Replication < 1:
+		return fmt.Errorf("%w: replication %d (want >= 1)", ErrConfig, k.Replication)
+	case k.FlushFrequency < 0:
+		return fmt.Errorf("%w: flush frequency %v (want >= 0)", ErrConfig, k.FlushFrequency)
+	}
+	for _, b := range k.Brokers {
+		if _, _, err := splitHostPort(b); err != nil {
+			return fmt.Errorf("%w: broker %q: %w", ErrConfig, b, err)
+		}
+	}
+	return nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	i := strings.LastIndexByte(addr, ':')
+	if i <= 0 {
+		return "", 0, errors.New("want host:port")
+	}
+	port, err := strconv.Atoi(addr[i+1:])
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, errors.New("want host:port with a port 1-65535")
+	}
+	return addr[:i], port, nil
+}
+
+// Sarama returns a new Sarama configuration. Each call returns a fresh copy,
+// since Goka's builders modify the configuration they are given.
+func (k Kafka) Sarama() *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = sarama.V3_6_0_0
+	if k.ClientID != "" {
+		c.ClientID = k.ClientID
+	}
+	if k.DialTimeout > 0 {
+		c.Net.DialTimeout = k.DialTimeout
+		c.Metadata.Retry.Max = 2
+	}
+	c.Consumer.Return.Errors = true
+	c.Consumer.MaxProcessingTime = time.Second
+	// Commands produced before the first start must not be lost.
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{goka.CopartitioningStrategy}
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Compression = sarama.CompressionNone
+	c.Producer.Flush.Frequency = k.FlushFrequency
+	c.Producer.Flush.Bytes = 64 * 1024
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Producer.Retry.Max = 10
+	c.Producer.Partitioner = sarama.NewCustomHashPartitioner(Murmur2())
+	return c
+}
+
+// ProcessorOptions wires a Goka processor to this cluster: the Java-compatible
+// hasher, explicit Sarama configs, and topics that must already exist.
+func (k Kafka) ProcessorOptions() []goka.ProcessorOption {
+	return []goka.ProcessorOption{
+		goka.WithHasher(Murmur2()),
+		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(k.Sarama())),
+		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(k.Sarama())),
+		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(k.Sarama())),
+		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(k.Sarama(), k.topicManagerConfig())),
+	}
+}
+
+// EmitterOptions wires a Goka emitter to this cluster.
+func (k Kafka) EmitterOptions() []goka.EmitterOption {
+	return []goka.EmitterOption{
+		goka.WithEmitterHasher(Murmur2()),
+		goka.WithEmitterProducerBuilder(goka.ProducerBuilderWithConfig(k.Sarama())),
+		goka.WithEmitterTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(k.Sarama(), k.topicManagerConfig())),
+	}
+}
+
+// ViewOptions wires a Goka view to this cluster.
+func (k Kafka) ViewOptions() []goka.ViewOption {
+	return []goka.ViewOption{
+		goka.WithViewHasher(Murmur2()),
+		goka.WithViewConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(k.Sarama())),
+		goka.WithViewTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(k.Sarama(), k.topicManagerConfig())),
+	}
+}
+
+// ivrsched creates its topics itself (EnsureTopics), so Goka only checks.
+func (k Kafka) topicManagerConfig() *goka.TopicManagerConfig {
+	tm := goka.NewTopicManagerConfig()
+	tm.Table.Replication = k.Replication
+	tm.Stream.Replication = k.Replication
+	tm.Stream.Retention = 7 * 24 * time.Hour
+	tm.NoCreate = true
+	tm.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
+	return tm
+}
+
+// ErrTopicMismatch reports an existing topic that does not fit ivrsched.
+var ErrTopicMismatch = errors.New("topic mismatch")
+
+// TopicSpec is one topic ivrsched needs.
+type TopicSpec struct {
+	Name    string
+	Compact bool          // a table topic: cleanup.policy=compact
+	Retain  time.Duration // retention of a stream topic
+}
+
+// Specs lists every topic of the topology.
+func (t Topics) Specs() []TopicSpec {
+	const day = 24 * time.Hour
+	return []TopicSpec{
+		{Name: string(t.Onboarding), Retain: 7 * day},
+		{Name: string(t.Ticks), Retain: time.Hour},
+		{Name: string(t.SchedulerLoop()), Retain: day},
+		{Name: string(t.SchedulerTable()), Compact: true},
+		{Name: string(t.Calls), Retain: 7 * day},
+		{Name: string(t.Results), Retain: 7 * day},
+		{Name: string(t.Events), Retain: 7 * day},
+		{Name: string(t.DialerTable()), Compact: true},
+	}
+}
+
+// EnsureTopics creates the missing topics and checks the existing ones: every
+// topic must have k.Partitions partitions (they are co-partitioned), and a
+// table topic must be compacted.
+func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
+	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
+	if err != nil {
+		return fmt.Errorf("connect to brokers %s: %w", strings.Join(k.Brokers, ","), err)
+	}
+	defer admin.Close()
+	existing, err := admin.ListTopics()
+	if err != nil {
+		return fmt.Errorf("list topics: %w", err)
+	}
+	for _, s := range specs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d, ok := existing[s.Name]; ok {
+			if err := checkTopic(admin, s, d, k.Partitions); err != nil {
+				return err
+			}
+			continue
+		}
+		cfg := map[string]*string{}
+		set := func(key, v string) { cfg[key] = &v }
+		if s.Compact {
+			set("cleanup.policy", "compact")
+		} else {
+			set("cleanup.policy", "delete")
+			set("retention.ms", strconv.FormatInt(s.Retain.Milliseconds(), 10))
+		}
+		err := admin.CreateTopic(s.Name, &sarama.TopicDetail{
+			NumPartitions:     int32(k.Partitions),
+			ReplicationFactor: int16(k.Replication),
+			ConfigEntries:     cfg,
+		}, false)
+		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+func checkTopic(admin sarama.ClusterAdmin, s TopicSpec, d sarama.TopicDetail, partitions int) error {
+	if int(d.NumPartitions) != partitions {
+		return fmt.Errorf("%w: %s has %d partitions, want %d (co-partitioned topics must match; use --partitions %d or recreate the topic)",
+			ErrTopicMismatch, s.Name, d.NumPartitions, partitions, d.NumPartitions)
+	}
+	if !s.Compact {
+		return nil
+	}
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Name, ConfigNames: []string{"cleanup.policy"}})
+	if err != nil {
+		return fmt.Errorf("describe topic %s: %w", s.Name, err)
+	}
+	for _, e := range entries {
+		if e.Name == "cleanup.policy" && !strings.Contains(e.Value, "compact") {
+			return fmt.Errorf("%w: table topic %s has cleanup.policy=%s, want compact", ErrTopicMismatch, s.Name, e.Value)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+// Package topology names the topics and groups of ivrsched, builds the Kafka
+// client configuration every component shares, and creates the topics.
+//
+//	producers ──► onboarding ──► [ivr-scheduler] ──► ivr-calls ──► [ivr-dialer] ──► ivr-results
+//	                   ticks ──►   │ table, loop │ ──► followup-events      │ table │
+//
+// Goka derives a group's table topic (<group>-table) and loop topic
+// (<group>-loop) from the group name.
+package topology
+
+import (
+	"fmt"
+
+	"github.com/lovoo/goka"
+)
+
+// Topics holds every topic and group name. Build it with NewTopics.
+type Topics struct {
+	Onboarding goka.Stream // commands for the scheduler, keyed by user id
+	Ticks      goka.Stream // punctuation ticks, one key per partition
+	Calls      goka.Stream // IVRCall, keyed by user id
+	Results    goka.Stream // CallResult, keyed by user id
+	Events     goka.Stream // ScheduleEvent, keyed by user id
+
+	Scheduler goka.Group
+	Dialer    goka.Group
+}
+
+// NewTopics returns the default names, each prefixed with prefix.
+func NewTopics(prefix string) Topics {
+	return Topics{
+		Onboarding: goka.Stream(prefix + "onboarding"),
+		Ticks:      goka.Stream(prefix + "ivr-scheduler-ticks"),
+		Calls:      goka.Stream(prefix + "ivr-calls"),
+		Results:    goka.Stream(prefix + "ivr-results"),
+		Events:     goka.Stream(prefix + "followup-events"),
+		Scheduler:  goka.Group(prefix + "ivr-scheduler"),
+		Dialer:     goka.Group(prefix + "ivr-dialer"),
+	}
+}
+
+// SchedulerTable is the scheduler's group table: each user's pending follow-ups.
+func (t Topics) SchedulerTable() goka.Table { return goka.GroupTable(t.Scheduler) }
+
+// SchedulerLoop is the scheduler's loopback topic (fire messages).
+func (t Topics) SchedulerLoop() goka.Stream { return goka.Stream(fmt.Sprintf("%s-loop", t.Scheduler)) }
+
+// DialerTable is the dialer's group table: recent call ids per user.
+func (t Topics) DialerTable() goka.Table { return goka.GroupTable(t.Dialer) }
