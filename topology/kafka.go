@@ -126,7 +126,7 @@ func (k Kafka) topicManagerConfig() *goka.TopicManagerConfig {
 	tm := goka.NewTopicManagerConfig()
 	tm.Table.Replication = k.Replication
 	tm.Stream.Replication = k.Replication
-	tm.Stream.Retention = 7 * 24 * time.Hour
+	tm.Stream.Retention = loopRetention // Goka checks it on the loop topic
 	tm.NoCreate = true
 	tm.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
 	return tm
@@ -148,7 +148,7 @@ func (t Topics) Specs() []TopicSpec {
 	return []TopicSpec{
 		{Name: string(t.Onboarding), Retain: 7 * day},
 		{Name: string(t.Ticks), Retain: time.Hour},
-		{Name: string(t.SchedulerLoop()), Retain: day},
+		{Name: string(t.SchedulerLoop()), Retain: loopRetention},
 		{Name: string(t.SchedulerTable()), Compact: true},
 		{Name: string(t.Calls), Retain: 7 * day},
 		{Name: string(t.Results), Retain: 7 * day},
@@ -219,3 +219,7 @@ func checkTopic(admin sarama.ClusterAdmin, s TopicSpec, d sarama.TopicDetail, pa
 	}
 	return nil
 }
+
+// loopRetention is the retention of the scheduler's loop topic: fire
+// messages matter for seconds, a day leaves room for a long outage.
+const loopRetention = 24 * time.Hour

@@ -1,0 +1,230 @@
+// Package app assembles ivrsched's roles (scheduler, dialer, web UI, the
+// embedded broker) from one configuration, for the ivrsched binary and for
+// end-to-end tests.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
+	"github.com/lovoo/goka/web/index"
+	"github.com/lovoo/goka/web/monitor"
+	"github.com/lovoo/goka/web/query"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ivrsched/ivrsched/codec"
+	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/processors/dialer"
+	"github.com/ivrsched/ivrsched/processors/punctuation"
+	"github.com/ivrsched/ivrsched/processors/scheduler"
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// Config is what the roles need.
+type Config struct {
+	Kafka  topology.Kafka
+	Topics topology.Topics
+	// DataDir holds each role's local table stores (LevelDB), one folder per role.
+	DataDir string
+	// HTTP is the web UI's listen address; empty means no web UI.
+	HTTP string
+
+	Default     scheduler.DefaultFollowUp
+	Punctuation punctuation.Config
+	Provider    dialer.Provider
+	CallTimeout time.Duration
+
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if err := c.Kafka.Validate(); err != nil {
+		return err
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: no data directory", topology.ErrConfig)
+	}
+	return nil
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.Default()
+	}
+	return c.Logger
+}
+
+// Roles selects what Run runs.
+type Roles struct{ Scheduler, Dialer bool }
+
+// Running is what Run started, for tests and the web UI.
+type Running struct {
+	Scheduler *scheduler.Scheduler
+	Dialer    *dialer.Dialer
+	ready     chan struct{}
+}
+
+// Ready is closed once every processor has started (recovered its tables).
+func (r *Running) Ready() <-chan struct{} { return r.ready }
+
+// Run creates the topics and runs the selected roles until ctx ends or one
+// of them fails. started, if not nil, receives what was started.
+func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := cfg.logger()
+	if err := topology.EnsureTopics(ctx, cfg.Kafka, cfg.Topics.Specs()); err != nil {
+		return fmt.Errorf("topics: %w", err)
+	}
+	opts := append(cfg.Kafka.ProcessorOptions(), goka.WithLogger(gokaLogger{log}))
+	g, ctx := errgroup.WithContext(ctx)
+	run := &Running{ready: make(chan struct{})}
+	var procs []*goka.Processor
+	router := mux.NewRouter()
+	mon := monitor.NewServer("/monitor", router)
+	qry := query.NewServer("/query", router, query.WithHumanizer(query.HumanizerFunc(humanize)))
+
+	if roles.Scheduler {
+		em, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.Ticks, new(codec.Tick), cfg.Kafka.EmitterOptions()...)
+		if err != nil {
+			return fmt.Errorf("tick emitter: %w", err)
+		}
+		s, err := scheduler.New(scheduler.Config{
+			Topics:      cfg.Topics,
+			Storage:     storage.DefaultBuilder(filepath.Join(cfg.DataDir, "scheduler")),
+			Clock:       cfg.Clock,
+			Default:     cfg.Default,
+			Punctuation: cfg.Punctuation,
+			Logger:      log.With("role", "scheduler"),
+		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), log))
+		if err != nil {
+			return err
+		}
+		p, err := s.Processor(cfg.Kafka.Brokers, opts...)
+		if err != nil {
+			return err
+		}
+		run.Scheduler = s
+		procs = append(procs, p)
+		mon.AttachProcessor(p)
+		if err := qry.AttachSource(string(cfg.Topics.SchedulerTable()), p.Get); err != nil {
+			return err
+		}
+		g.Go(func() error { return s.Punctuator().Run(ctx) })
+		g.Go(func() error {
+			<-ctx.Done()
+			return em.Finish()
+		})
+	}
+	if roles.Dialer {
+		d, err := dialer.New(dialer.Config{
+			Topics:      cfg.Topics,
+			Provider:    cfg.Provider,
+			Storage:     storage.DefaultBuilder(filepath.Join(cfg.DataDir, "dialer")),
+			Clock:       cfg.Clock,
+			CallTimeout: cfg.CallTimeout,
+			Logger:      log.With("role", "dialer"),
+		})
+		if err != nil {
+			return err
+		}
+		p, err := d.Processor(cfg.Kafka.Brokers, opts...)
+		if err != nil {
+			return err
+		}
+		run.Dialer = d
+		procs = append(procs, p)
+		mon.AttachProcessor(p)
+		if err := qry.AttachSource(string(cfg.Topics.DialerTable()), p.Get); err != nil {
+			return err
+		}
+	}
+	for _, p := range procs {
+		g.Go(func() error { return p.Run(ctx) })
+	}
+	g.Go(func() error {
+		for _, p := range procs {
+			if err := p.WaitForReadyContext(ctx); err != nil {
+				return nil // ctx ended first
+			}
+		}
+		close(run.ready)
+		return nil
+	})
+	if cfg.HTTP != "" {
+		idx := index.NewServer("/", router)
+		idx.AddComponent(mon, "Monitor")
+		idx.AddComponent(qry, "Query")
+		if err := serveHTTP(ctx, g, cfg.HTTP, router, log); err != nil {
+			return err
+		}
+	}
+	if started != nil {
+		started(run)
+	}
+	return g.Wait()
+}
+
+func serveHTTP(ctx context.Context, g *errgroup.Group, addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("web UI on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	log.Info("web UI", "url", "http://"+ln.Addr().String()+"/")
+	g.Go(func() error {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("web UI: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	return nil
+}
+
+// humanize renders table values as indented protojson for the query page.
+func humanize(v any) (string, error) {
+	if m, ok := v.(proto.Message); ok {
+		b, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true}.Marshal(m)
+		return string(b), err
+	}
+	return fmt.Sprintf("%v", v), nil
+}
+
+// gokaLogger sends Goka's log lines to slog: debug, or warn when they
+// report an error.
+type gokaLogger struct{ l *slog.Logger }
+
+func (g gokaLogger) Print(v ...any)   { g.log(fmt.Sprint(v...)) }
+func (g gokaLogger) Println(v ...any) { g.log(strings.TrimSuffix(fmt.Sprintln(v...), "\n")) }
+func (g gokaLogger) Printf(f string, v ...any) {
+	g.log(fmt.Sprintf(f, v...))
+}
+
+func (g gokaLogger) log(msg string) {
+	lvl := slog.LevelDebug
+	if strings.Contains(strings.ToLower(msg), "error") {
+		lvl = slog.LevelWarn
+	}
+	g.l.Log(context.Background(), lvl, msg, "component", "goka")
+}
