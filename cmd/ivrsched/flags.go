@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// usageError is a bad flag or argument: exit code 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func badFlag(name, format string, args ...any) error {
+	return usageError{fmt.Sprintf("--%s: %s", name, fmt.Sprintf(format, args...))}
+}
+
+// newFlagSet returns a flag set whose parse errors are one line on stderr.
+func newFlagSet(name, summary string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {} // errors are reported in one line by parse
+	help[fs] = func() {
+		fs.SetOutput(os.Stdout)
+		fmt.Fprintf(os.Stdout, "usage: ivrsched %s [flags]\n\n%s\n\nflags:\n", name, summary)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// help prints a flag set's --help text.
+var help = map[*flag.FlagSet]func(){}
+
+// parse parses args; a parse error becomes a usageError naming the flag.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			help[fs]()
+			return err
+		}
+		return usageError{err.Error() + " (see --help)"}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q (flags start with --, see --help)", fs.Arg(0))}
+	}
+	return nil
+}
+
+// kafkaFlags are the flags every command that talks to Kafka has.
+type kafkaFlags struct {
+	brokers     string
+	prefix      string
+	partitions  int
+	replication int
+	timeout     time.Duration
+	flush       time.Duration
+	logLevel    string
+}
+
+const defaultBrokers = "127.0.0.1:9092"
+
+func (k *kafkaFlags) register(fs *flag.FlagSet, brokersDefault string) {
+	fs.StringVar(&k.brokers, "brokers", brokersDefault, "Kafka bootstrap brokers, host:port[,host:port...]")
+	fs.StringVar(&k.prefix, "topic-prefix", "", "prefix of every topic and group name")
+	fs.IntVar(&k.partitions, "partitions", 8, "partitions of the topics ivrsched creates (all co-partitioned)")
+	fs.IntVar(&k.replication, "replication", 1, "replication factor of the topics ivrsched creates")
+	fs.DurationVar(&k.timeout, "timeout", 10*time.Second, "how long to try to reach the brokers")
+	fs.DurationVar(&k.flush, "flush", time.Millisecond, "producer flush frequency: the most a message waits to be batched")
+	fs.StringVar(&k.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+func (k *kafkaFlags) kafka(clientID string) (topology.Kafka, error) {
+	var brokers []string
+	for _, b := range strings.Split(k.brokers, ",") {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			continue
+		}
+		if err := checkHostPort(b); err != nil {
+			return topology.Kafka{}, badFlag("brokers", "%q is not host:port (%v)", b, err)
+		}
+		brokers = append(brokers, b)
+	}
+	switch {
+	case len(brokers) == 0:
+		return topology.Kafka{}, badFlag("brokers", "empty; want host:port[,host:port...]")
+	case k.partitions < 1 || k.partitions > 10000:
+		return topology.Kafka{}, badFlag("partitions", "%d; want 1 to 10000", k.partitions)
+	case k.replication < 1 || k.replication > 32:
+		return topology.Kafka{}, badFlag("replication", "%d; want 1 to 32", k.replication)
+	case k.timeout <= 0:
+		return topology.Kafka{}, badFlag("timeout", "%v; want a positive duration like 10s", k.timeout)
+	case k.flush < 0:
+		return topology.Kafka{}, badFlag("flush", "%v; want a duration >= 0 like 1ms", k.flush)
+	}
+	return topology.Kafka{Brokers: brokers, ClientID: clientID, Partitions: k.partitions, Replication: k.replication,
+		FlushFrequency: k.flush, DialTimeout: k.timeout}, nil
+}
+
+func (k *kafkaFlags) logger() (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(k.logLevel)); err != nil {
+		return nil, badFlag("log-level", "%q; want debug, info, warn or error", k.logLevel)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+func (k *kafkaFlags) topics() topology.Topics { return topology.NewTopics(k.prefix) }
+
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not 0-65535", port)
+	}
+	return nil
+}
+
+// timeFlag parses an RFC 3339 time.
+func parseTime(name, v string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, badFlag(name, "%q is not an RFC 3339 time like 2026-12-01T09:30:00Z", v)
+	}
+	return t, nil
+}

@@ -1,0 +1,81 @@
+// Command ivrsched runs the follow-up call scheduler and talks to it.
+//
+//	ivrsched run          everything in one process (embedded broker unless --brokers)
+//	ivrsched scheduler    the scheduler role against --brokers
+//	ivrsched dialer       the dialer role against --brokers
+//	ivrsched onboard      produce an onboarding event
+//	ivrsched cancel       cancel a user's follow-up (or all of them)
+//	ivrsched reschedule   move a follow-up to a new due time
+//	ivrsched calls        print ivr-calls as JSON lines
+//
+// Run "ivrsched <command> --help" for the flags of each.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+var commands = []command{
+	{"run", "everything in one process, on an embedded broker unless --brokers is given", cmdRun},
+	{"scheduler", "run the scheduler role (several instances share the partitions)", cmdScheduler},
+	{"dialer", "run the dialer role (several instances share the partitions)", cmdDialer},
+	{"onboard", "produce an onboarding event for a user", cmdOnboard},
+	{"cancel", "cancel one follow-up of a user, or all of them", cmdCancel},
+	{"reschedule", "move a pending follow-up to a new due time", cmdReschedule},
+	{"calls", "print the calls on ivr-calls as JSON lines", cmdCalls},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: ivrsched <command> [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'ivrsched <command> --help' for a command's flags.")
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err := c.run(ctx, args[1:], stdout)
+		var ue usageError
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "ivrsched %s: %v\n", c.name, err)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "ivrsched %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, calls)\n", args[0])
+	return 2
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lovoo/goka"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/ivrsched/ivrsched/codec"
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/app"
+	"github.com/ivrsched/ivrsched/processors/scheduler"
+)
+
+// roleFlags are the flags of the commands that run processors.
+type roleFlags struct {
+	kafkaFlags
+	dataDir       string
+	http          string
+	defaultDelay  time.Duration
+	defaultScript string
+	callTimeout   time.Duration
+}
+
+func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault string) {
+	r.kafkaFlags.register(fs, brokersDefault)
+	fs.StringVar(&r.dataDir, "data-dir", "ivrsched-data", "directory of this instance's local state (one per instance)")
+	fs.StringVar(&r.http, "http", httpDefault, "web UI address (monitor and table query pages); empty for none")
+	fs.DurationVar(&r.defaultDelay, "default-delay", 24*time.Hour, "delay of the follow-up given to an onboarding event that has none")
+	fs.StringVar(&r.defaultScript, "default-script", "welcome", "IVR script of the default follow-up")
+	fs.DurationVar(&r.callTimeout, "call-timeout", 10*time.Second, "how long the provider may take to place one call")
+}
+
+func (r *roleFlags) config(clientID string) (app.Config, error) {
+	k, err := r.kafka(clientID)
+	if err != nil {
+		return app.Config{}, err
+	}
+	log, err := r.logger()
+	if err != nil {
+		return app.Config{}, err
+	}
+	switch {
+	case r.dataDir == "":
+		return app.Config{}, badFlag("data-dir", "empty; want a directory path")
+	case r.defaultDelay < 0:
+		return app.Config{}, badFlag("default-delay", "%v; want a duration >= 0 like 24h", r.defaultDelay)
+	case r.callTimeout <= 0:
+		return app.Config{}, badFlag("call-timeout", "%v; want a positive duration like 10s", r.callTimeout)
+	}
+	if r.http != "" {
+		if err := checkHostPort(r.http); err != nil {
+			return app.Config{}, badFlag("http", "%q is not host:port (%v)", r.http, err)
+		}
+	}
+	return app.Config{
+		Kafka:       k,
+		Topics:      r.topics(),
+		DataDir:     r.dataDir,
+		HTTP:        r.http,
+		Default:     scheduler.DefaultFollowUp{Delay: r.defaultDelay, Action: &pb.Action{IvrScript: r.defaultScript}},
+		CallTimeout: r.callTimeout,
+		Logger:      log,
+	}, nil
+}
+
+func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("run", "Runs scheduler, punctuation, dialer and the web UI in one process. Without --brokers it\nstarts an embedded Kafka-protocol broker that outside clients can use too.")
+	var r roleFlags
+	r.register(fs, "", "127.0.0.1:9095")
+	embeddedAddr := fs.String("embedded-addr", defaultBrokers, "address of the embedded broker (when --brokers is empty)")
+	demo := fs.Bool("demo", false, "also feed the sample onboarding events of --demo-file")
+	demoFile := fs.String("demo-file", filepath.Join("testdata", "demo-onboarding.jsonl"), "sample onboarding events, one protojson Command per line")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var demoCmds []*pb.Command
+	if *demo {
+		var err error
+		if demoCmds, err = readDemo(*demoFile); err != nil {
+			return err
+		}
+	}
+	if r.brokers == "" {
+		if err := checkHostPort(*embeddedAddr); err != nil {
+			return badFlag("embedded-addr", "%q is not host:port (%v)", *embeddedAddr, err)
+		}
+		if err := os.MkdirAll(r.dataDir, 0o755); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		b, err := app.StartEmbedded(*embeddedAddr, filepath.Join(r.dataDir, "broker"))
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		r.brokers = b.Addr()
+		fmt.Fprintf(stdout, "embedded Kafka-protocol broker listening on %s\n", b.Addr())
+	}
+	cfg, err := r.config("ivrsched-run")
+	if err != nil {
+		return err
+	}
+	return app.Run(ctx, cfg, app.Roles{Scheduler: true, Dialer: true}, func(run *app.Running) {
+		if cfg.HTTP != "" {
+			fmt.Fprintf(stdout, "web UI on http://%s/ (query a user at /query/%s/<user id>)\n", cfg.HTTP, cfg.Topics.SchedulerTable())
+		}
+		if len(demoCmds) > 0 {
+			go feedDemo(ctx, cfg, run, demoCmds)
+		}
+	})
+}
+
+func cmdScheduler(ctx context.Context, args []string, _ io.Writer) error {
+	return runRole(ctx, "scheduler", args, app.Roles{Scheduler: true})
+}
+
+func cmdDialer(ctx context.Context, args []string, _ io.Writer) error {
+	return runRole(ctx, "dialer", args, app.Roles{Dialer: true})
+}
+
+func runRole(ctx context.Context, name string, args []string, roles app.Roles) error {
+	fs := newFlagSet(name, fmt.Sprintf("Runs the %s role against --brokers. Start several instances, each with its own\n--data-dir, to share the partitions.", name))
+	var r roleFlags
+	r.register(fs, defaultBrokers, "")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := r.config("ivrsched-" + name)
+	if err != nil {
+		return err
+	}
+	return app.Run(ctx, cfg, roles, nil)
+}
+
+// readDemo reads one protojson Command per line; blank and # lines are skipped.
+func readDemo(path string) ([]*pb.Command, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, badFlag("demo-file", "%s not found (run from the repository root, or pass the file)", path)
+		}
+		return nil, fmt.Errorf("demo file: %w", err)
+	}
+	defer f.Close()
+	var out []*pb.Command
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		var c pb.Command
+		if err := protojson.Unmarshal([]byte(line), &c); err != nil {
+			return nil, fmt.Errorf("demo file %s line %d: %w", path, n, err)
+		}
+		out = append(out, &c)
+	}
+	return out, sc.Err()
+}
+
+// feedDemo produces the demo commands once the processors are ready, with
+// delays counted from now.
+func feedDemo(ctx context.Context, cfg app.Config, run *app.Running, cmds []*pb.Command) {
+	log := cfg.Logger
+	select {
+	case <-run.Ready():
+	case <-ctx.Done():
+		return
+	}
+	em, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.Onboarding, new(codec.Command), cfg.Kafka.EmitterOptions()...)
+	if err != nil {
+		log.Error("demo feed", "err", err)
+		return
+	}
+	defer em.Finish()
+	now := timestamppb.Now()
+	for _, c := range cmds {
+		c.RequestedAt = now
+		if _, err := em.Emit(c.GetUserId(), c); err != nil {
+			log.Error("demo feed", "user", c.GetUserId(), "err", err)
+			return
+		}
+	}
+	log.Info("demo: onboarding events sent; calls follow within a minute", "users", len(cmds))
+}
