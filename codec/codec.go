@@ -7,6 +7,8 @@
 package codec
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -69,11 +71,27 @@ type (
 	DialerState   = Proto[pb.DialerState, *pb.DialerState]
 )
 
-// JSON renders a message as one line of protojson, for humans (CLI, web UI).
-func JSON(m proto.Message) string {
+// JSON renders a message as one line of protojson (field names as in the
+// .proto), with stable spacing, for the CLI.
+func JSON(m proto.Message) string { return render(m, "") }
+
+// IndentedJSON renders a message as indented protojson, for the web UI.
+func IndentedJSON(m proto.Message) string { return render(m, "  ") }
+
+func render(m proto.Message, indent string) string {
 	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return fmt.Sprintf("{\"error\":%q}", err.Error())
 	}
-	return string(b)
+	// protojson varies its spacing on purpose; normalize it.
+	var buf bytes.Buffer
+	if indent == "" {
+		err = json.Compact(&buf, b)
+	} else {
+		err = json.Indent(&buf, b, "", indent)
+	}
+	if err != nil {
+		return string(b)
+	}
+	return buf.String()
 }

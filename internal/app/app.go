@@ -21,7 +21,6 @@ import (
 	"github.com/lovoo/goka/web/monitor"
 	"github.com/lovoo/goka/web/query"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ivrsched/ivrsched/codec"
@@ -205,8 +204,7 @@ func serveHTTP(ctx context.Context, g *errgroup.Group, addr string, h http.Handl
 // humanize renders table values as indented protojson for the query page.
 func humanize(v any) (string, error) {
 	if m, ok := v.(proto.Message); ok {
-		b, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true}.Marshal(m)
-		return string(b), err
+		return codec.IndentedJSON(m), nil
 	}
 	return fmt.Sprintf("%v", v), nil
 }

@@ -347,7 +347,9 @@ func TestBadCommandsAreSkipped(t *testing.T) {
 }
 
 func TestValidateReasons(t *testing.T) {
-	onb := func(o *pb.Onboard) *pb.Command { return &pb.Command{UserId: "u", Command: &pb.Command_Onboard{Onboard: o}} }
+	onb := func(o *pb.Onboard) *pb.Command {
+		return &pb.Command{UserId: "u", Command: &pb.Command_Onboard{Onboard: o}}
+	}
 	cases := []struct {
 		key  string
 		cmd  *pb.Command
