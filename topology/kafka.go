@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
 	"time"
@@ -96,10 +97,12 @@ func (k Kafka) Sarama() *sarama.Config {
 func (k Kafka) ProcessorOptions() []goka.ProcessorOption {
 	return []goka.ProcessorOption{
 		goka.WithHasher(Murmur2()),
-		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(k.Sarama())),
-		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(k.Sarama())),
-		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(k.Sarama())),
-		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(k.Sarama(), k.topicManagerConfig())),
+		goka.WithProducerBuilder(k.producerBuilder),
+		goka.WithConsumerGroupBuilder(func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
+			return goka.ConsumerGroupBuilderWithConfig(k.Sarama())(brokers, group, clientID)
+		}),
+		goka.WithConsumerSaramaBuilder(k.consumerBuilder),
+		goka.WithTopicManagerBuilder(k.topicManagerBuilder),
 	}
 }
 
@@ -107,8 +110,8 @@ func (k Kafka) ProcessorOptions() []goka.ProcessorOption {
 func (k Kafka) EmitterOptions() []goka.EmitterOption {
 	return []goka.EmitterOption{
 		goka.WithEmitterHasher(Murmur2()),
-		goka.WithEmitterProducerBuilder(goka.ProducerBuilderWithConfig(k.Sarama())),
-		goka.WithEmitterTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(k.Sarama(), k.topicManagerConfig())),
+		goka.WithEmitterProducerBuilder(k.producerBuilder),
+		goka.WithEmitterTopicManagerBuilder(k.topicManagerBuilder),
 	}
 }
 
@@ -116,9 +119,24 @@ func (k Kafka) EmitterOptions() []goka.EmitterOption {
 func (k Kafka) ViewOptions() []goka.ViewOption {
 	return []goka.ViewOption{
 		goka.WithViewHasher(Murmur2()),
-		goka.WithViewConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(k.Sarama())),
-		goka.WithViewTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(k.Sarama(), k.topicManagerConfig())),
+		goka.WithViewConsumerSaramaBuilder(k.consumerBuilder),
+		goka.WithViewTopicManagerBuilder(k.topicManagerBuilder),
 	}
+}
+
+// The builders give every client a config of its own: Goka's builders
+// modify the config they are given.
+
+func (k Kafka) producerBuilder(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
+	return goka.ProducerBuilderWithConfig(k.Sarama())(brokers, clientID, hasher)
+}
+
+func (k Kafka) consumerBuilder(brokers []string, clientID string) (sarama.Consumer, error) {
+	return goka.SaramaConsumerBuilderWithConfig(k.Sarama())(brokers, clientID)
+}
+
+func (k Kafka) topicManagerBuilder(brokers []string) (goka.TopicManager, error) {
+	return goka.TopicManagerBuilderWithConfig(k.Sarama(), k.topicManagerConfig())(brokers)
 }
 
 // ivrsched creates its topics itself (EnsureTopics), so Goka only checks.

@@ -1,0 +1,510 @@
+// Package kafkatest runs a real Apache Kafka broker for integration tests.
+//
+// The broker is a single-node KRaft cluster (broker and controller in one JVM)
+// started by the test itself on 127.0.0.1, from jars that Maven fetches once
+// into a cache directory outside the work tree (see Fetch and CacheDir). It
+// needs Java 17+ on PATH (or in JAVA_HOME) and, for the first fetch, Maven.
+//
+// Most tests only need an address:
+//
+//	func TestMain(m *testing.M) { kafkatest.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		addr := kafkatest.ForTest(t) // shared broker, or $KAFKA_BROKERS
+//		...
+//	}
+//
+// Tests that restart or kill the broker start their own with StartForTest.
+//
+// Environment:
+//
+//	KAFKA_BROKERS       use this existing cluster in ForTest instead of starting one
+//	IVRSCHED_CACHE_DIR  cache root; the jars go to $IVRSCHED_CACHE_DIR/kafka-<version>
+//	CI                  when true, missing Java or Maven fails tests instead of skipping them
+//	JAVA_HOME           Java installation to use; otherwise java is looked up on PATH
+package kafkatest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// ErrUnavailable is wrapped by the errors of Start and Fetch when a tool they
+// need (Java, Maven) is not installed. Nothing else is wrong in that case, so
+// ForTest and StartForTest skip rather than fail, unless CI=true.
+var ErrUnavailable = errors.New("kafkatest: required tool not installed")
+
+// SaramaVersion is the sarama protocol version that kafkatest uses and
+// tests with. Kafka 4 dropped the request versions of clients older than
+// Kafka 2.1 (KIP-896), so sarama.Config.Version must be V2_1_0_0 or newer.
+var SaramaVersion = sarama.V3_6_0_0
+
+// Main class names in the kafka_2.13 jar.
+const (
+	mainKafka       = "kafka.Kafka"
+	mainStorageTool = "kafka.tools.StorageTool"
+)
+
+// defaultJVMArgs suit a small (2-core) test machine: a bounded heap, the
+// single-threaded collector and C1-only JIT, which starts the broker faster.
+var defaultJVMArgs = []string{
+	"-Xms64m",
+	"-Xmx512m",
+	"-XX:+UseSerialGC",
+	"-XX:TieredStopAtLevel=1",
+	"-XX:+ExitOnOutOfMemoryError",
+	"-Djava.awt.headless=true",
+	"-Djava.net.preferIPv4Stack=true",
+}
+
+//go:embed log4j2.properties
+var log4jConfig []byte
+
+// Broker is a Kafka broker running as a child process. Its data directory
+// survives Restart and Kill; Stop removes it.
+type Broker struct {
+	java    string
+	libDir  string
+	dir     string // temporary directory: config, data and broker.log
+	addr    string
+	jvmArgs []string
+	timeout time.Duration
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited
+}
+
+// Option changes how Start configures the broker.
+type Option func(*config)
+
+type config struct {
+	props   map[string]string
+	jvmArgs []string
+	timeout time.Duration
+}
+
+// WithProperty sets a server.properties entry, overriding the default (for
+// example WithProperty("auto.create.topics.enable", "true")).
+func WithProperty(key, value string) Option {
+	return func(c *config) { c.props[key] = value }
+}
+
+// WithJVMArgs appends arguments to the java command line, after the defaults
+// (-Xmx512m -XX:+UseSerialGC ...), so that they can override them.
+func WithJVMArgs(args ...string) Option {
+	return func(c *config) { c.jvmArgs = append(c.jvmArgs, args...) }
+}
+
+// WithStartTimeout bounds how long Start and Restart wait for the broker to
+// answer, not counting the fetch. The default is 90 seconds.
+func WithStartTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
+}
+
+// Start fetches Kafka if needed (see Fetch), formats a fresh KRaft log
+// directory in a new temporary directory and starts a broker+controller on
+// two free ports of 127.0.0.1. It returns once a client can read the
+// cluster's metadata. Callers must Stop the broker.
+//
+// When Java or Maven is missing the error wraps ErrUnavailable; when the
+// broker fails to start it includes the end of the broker's log.
+func Start(ctx context.Context, opts ...Option) (*Broker, error) {
+	java, err := findJava()
+	if err != nil {
+		return nil, err
+	}
+	libDir, err := Fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kafkatest-")
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: create broker directory: %w", err)
+	}
+	b := &Broker{
+		java:   java,
+		libDir: libDir,
+		dir:    dir,
+		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+	}
+	if err := b.setUp(ctx, ports, opts); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := b.start(ctx); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return b, nil
+}
+
+// setUp writes the configuration and formats the storage.
+func (b *Broker) setUp(ctx context.Context, ports []int, opts []Option) error {
+	cfg := config{
+		props:   defaultProperties(b.addr, ports[1], filepath.Join(b.dir, "data")),
+		timeout: 90 * time.Second,
+	}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	b.timeout = cfg.timeout
+	b.jvmArgs = append(slices.Clone(defaultJVMArgs),
+		"-Dlog4j2.configurationFile="+filepath.Join(b.dir, "log4j2.properties"))
+	b.jvmArgs = append(b.jvmArgs, cfg.jvmArgs...)
+
+	if err := os.WriteFile(b.propertiesPath(), formatProperties(cfg.props), 0o644); err != nil {
+		return fmt.Errorf("kafkatest: write server.properties: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, "log4j2.properties"), log4jConfig, 0o644); err != nil {
+		return fmt.Errorf("kafkatest: write log4j2.properties: %w", err)
+	}
+
+	clusterID, err := newClusterID()
+	if err != nil {
+		return err
+	}
+	logFile, err := b.openLog("format storage")
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := b.javaCommand(ctx, mainStorageTool, "format",
+		"--config", b.propertiesPath(),
+		"--cluster-id", clusterID,
+		"--standalone")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kafkatest: %s format: %w\n%s", mainStorageTool, err, b.logTail())
+	}
+	return nil
+}
+
+// defaultProperties is a single-node KRaft configuration tuned for fast tests.
+func defaultProperties(addr string, controllerPort int, dataDir string) map[string]string {
+	controller := net.JoinHostPort("127.0.0.1", strconv.Itoa(controllerPort))
+	return map[string]string{
+		"process.roles":                                    "broker,controller",
+		"node.id":                                          "1",
+		"controller.quorum.bootstrap.servers":              controller,
+		"controller.listener.names":                        "CONTROLLER",
+		"listeners":                                        "PLAINTEXT://" + addr + ",CONTROLLER://" + controller,
+		"advertised.listeners":                             "PLAINTEXT://" + addr,
+		"inter.broker.listener.name":                       "PLAINTEXT",
+		"listener.security.protocol.map":                   "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"log.dirs":                                         dataDir,
+		"num.partitions":                                   "1",
+		"default.replication.factor":                       "1",
+		"auto.create.topics.enable":                        "false",
+		"auto.leader.rebalance.enable":                     "false",
+		"group.initial.rebalance.delay.ms":                 "0",
+		"group.min.session.timeout.ms":                     "1000", // allow short consumer sessions
+		"offsets.topic.replication.factor":                 "1",
+		"offsets.topic.num.partitions":                     "1", // default 50: slows the first group join
+		"transaction.state.log.replication.factor":         "1",
+		"transaction.state.log.min.isr":                    "1",
+		"transaction.state.log.num.partitions":             "1",
+		"share.coordinator.state.topic.replication.factor": "1",
+		"share.coordinator.state.topic.min.isr":            "1",
+		"share.coordinator.state.topic.num.partitions":     "1",
+		"log.segment.bytes":                                "1048576",  // the minimum: segments roll soon
+		"log.cleaner.dedupe.buffer.size":                   "16777216", // default 128 MiB of heap
+		// A killed broker can only register again once its old session has
+		// expired (default 9 s), which would slow Restart after Kill.
+		"broker.session.timeout.ms":    "3000",
+		"broker.heartbeat.interval.ms": "500",
+		"num.network.threads":          "2",
+		"num.io.threads":               "2",
+		"background.threads":           "2",
+	}
+}
+
+func formatProperties(props map[string]string) []byte {
+	var buf bytes.Buffer
+	buf.WriteString("# Written by internal/kafkatest.\n")
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		fmt.Fprintf(&buf, "%s=%s\n", k, props[k])
+	}
+	return buf.Bytes()
+}
+
+// Addr returns the broker's host:port for clients.
+func (b *Broker) Addr() string { return b.addr }
+
+// LogPath returns the file that collects the broker's output. It is removed
+// by Stop.
+func (b *Broker) LogPath() string { return filepath.Join(b.dir, "broker.log") }
+
+// Restart stops the broker (SIGTERM, see Stop) if it is running and starts it
+// again with the same ports, configuration and data, returning once it
+// answers. It also brings a broker back after Kill. If the broker does not
+// come up, the error includes the end of its log and the broker stays
+// stopped.
+func (b *Broker) Restart(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.halt(); err != nil {
+		return err
+	}
+	return b.startLocked(ctx)
+}
+
+// Kill ends the broker with SIGKILL, like a crash. Its data stays; Restart
+// starts it again, Stop cleans up.
+func (b *Broker) Kill() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil {
+		return
+	}
+	b.signal(syscall.SIGKILL)
+	<-b.exited
+	b.cmd = nil
+}
+
+// Stop ends the broker, politely first (SIGTERM, SIGKILL after 30 seconds),
+// and removes its temporary directory with data and log. It is safe to call
+// more than once.
+func (b *Broker) Stop() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	err := b.halt()
+	if rmErr := os.RemoveAll(b.dir); rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("kafkatest: remove broker directory: %w", rmErr))
+	}
+	return err
+}
+
+const stopTimeout = 30 * time.Second
+
+// halt stops the process, if any, and keeps the data. b.mu must be held.
+func (b *Broker) halt() error {
+	if b.cmd == nil {
+		return nil
+	}
+	defer func() { b.cmd = nil }()
+	b.signal(syscall.SIGTERM)
+	timer := time.NewTimer(stopTimeout)
+	defer timer.Stop()
+	select {
+	case <-b.exited:
+		return nil
+	case <-timer.C:
+	}
+	b.signal(syscall.SIGKILL)
+	<-b.exited
+	return fmt.Errorf("kafkatest: broker ignored SIGTERM for %v and was killed", stopTimeout)
+}
+
+// signal sends sig to the broker's process group.
+func (b *Broker) signal(sig syscall.Signal) {
+	// The JVM leads its own process group (Setpgid), so -pid names the group.
+	if err := syscall.Kill(-b.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		slog.Warn("kafkatest: signal broker", "signal", sig, "err", err)
+	}
+}
+
+func (b *Broker) start(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.startLocked(ctx)
+}
+
+// startLocked launches the JVM and waits until the broker answers. On
+// failure the process is killed and the error carries the log's tail.
+func (b *Broker) startLocked(ctx context.Context) error {
+	logFile, err := b.openLog("start broker")
+	if err != nil {
+		return err
+	}
+	defer logFile.Close() // the child keeps its own descriptor
+
+	// Not CommandContext: the broker must outlive ctx, which only bounds the start.
+	cmd := b.javaCommand(context.Background(), mainKafka, b.propertiesPath())
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("kafkatest: start %s: %w", b.java, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the exit status of a stopped broker is of no interest
+		close(exited)
+	}()
+	b.cmd, b.exited = cmd, exited
+
+	if err := b.waitReady(ctx); err != nil {
+		b.signal(syscall.SIGKILL)
+		<-exited
+		b.cmd = nil
+		return fmt.Errorf("%w\n--- end of %s ---\n%s", err, b.LogPath(), b.logTail())
+	}
+	return nil
+}
+
+// waitReady polls until a sarama client sees the broker in the cluster
+// metadata, the process exits, ctx ends or the start timeout passes.
+func (b *Broker) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	began := time.Now()
+	ticker := time.NewTicker(250 * time.Millisecond)
+	defer ticker.Stop()
+	var lastErr error
+	for {
+		if lastErr = b.probe(); lastErr == nil {
+			slog.Debug("kafkatest: broker ready", "addr", b.addr, "took", time.Since(began).Round(time.Millisecond))
+			return nil
+		}
+		select {
+		case <-b.exited:
+			return fmt.Errorf("kafkatest: broker exited during start-up (%s)", b.cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("kafkatest: broker not ready on %s after %v: %w (last error: %v)",
+				b.addr, time.Since(began).Round(time.Millisecond), ctx.Err(), lastErr)
+		case <-ticker.C:
+		}
+	}
+}
+
+// probe asks the broker for the cluster description.
+func (b *Broker) probe() error {
+	cfg := sarama.NewConfig()
+	cfg.Version = SaramaVersion
+	cfg.ClientID = "kafkatest-probe"
+	cfg.Net.DialTimeout = time.Second
+	cfg.Net.ReadTimeout = 2 * time.Second
+	cfg.Net.WriteTimeout = 2 * time.Second
+	cfg.Metadata.Retry.Max = 0
+	cfg.Admin.Retry.Max = 0
+	admin, err := sarama.NewClusterAdmin([]string{b.addr}, cfg)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	brokers, _, err := admin.DescribeCluster()
+	if err != nil {
+		return err
+	}
+	if len(brokers) == 0 {
+		return errors.New("no broker registered yet")
+	}
+	return nil
+}
+
+func (b *Broker) javaCommand(ctx context.Context, mainClass string, args ...string) *exec.Cmd {
+	argv := slices.Concat(b.jvmArgs, []string{"-cp", filepath.Join(b.libDir, "*"), mainClass}, args)
+	cmd := exec.CommandContext(ctx, b.java, argv...)
+	cmd.Dir = b.dir
+	cmd.SysProcAttr = sysProcAttr()
+	return cmd
+}
+
+func (b *Broker) propertiesPath() string { return filepath.Join(b.dir, "server.properties") }
+
+// openLog opens broker.log for appending and writes a header line.
+func (b *Broker) openLog(what string) (*os.File, error) {
+	f, err := os.OpenFile(b.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: open broker log: %w", err)
+	}
+	fmt.Fprintf(f, "=== kafkatest: %s at %s ===\n", what, time.Now().Format(time.RFC3339Nano))
+	return f, nil
+}
+
+// logTail returns the last lines of broker.log, for error messages.
+func (b *Broker) logTail() string {
+	f, err := os.Open(b.LogPath())
+	if err != nil {
+		return fmt.Sprintf("(no broker log: %v)", err)
+	}
+	defer f.Close()
+	const maxBytes = 64 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > maxBytes {
+		_, _ = f.Seek(-maxBytes, io.SeekEnd)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Sprintf("(reading broker log: %v)", err)
+	}
+	return tail(data, 60)
+}
+
+// tail returns the last n lines of out.
+func tail(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// findJava returns $JAVA_HOME/bin/java if it exists, else java from PATH.
+func findJava() (string, error) {
+	if home := os.Getenv("JAVA_HOME"); home != "" {
+		java := filepath.Join(home, "bin", "java")
+		if _, err := os.Stat(java); err == nil {
+			return java, nil
+		}
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return "", fmt.Errorf("%w: Java 17+ is needed to run Kafka %s (%w)", ErrUnavailable, KafkaVersion, err)
+	}
+	return java, nil
+}
+
+// freePorts reserves n distinct free TCP ports on 127.0.0.1. They are
+// released before the broker binds them, so another process could in
+// principle take one in between.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("kafkatest: find free port: %w", err)
+		}
+		defer l.Close() // held until all are chosen, so they differ
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// newClusterID returns a random Kafka UUID in its text form (URL-safe base64
+// of 16 bytes without padding), as kafka-storage random-uuid prints it.
+func newClusterID() (string, error) {
+	for {
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return "", fmt.Errorf("kafkatest: cluster id: %w", err)
+		}
+		id := base64.RawURLEncoding.EncodeToString(raw[:])
+		if !strings.HasPrefix(id, "-") { // Kafka avoids these: they look like flags
+			return id, nil
+		}
+	}
+}
