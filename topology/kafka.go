@@ -27,6 +27,13 @@ type Kafka struct {
 	FlushFrequency time.Duration
 	// DialTimeout bounds connecting to a broker.
 	DialTimeout time.Duration
+	// InstanceID, if set, makes this process a static member of its consumer
+	// groups (group.instance.id): restarted with the same id, it gets its
+	// partitions back at once instead of after a rebalance. Unique per process.
+	InstanceID string
+	// SessionTimeout is how long the group waits for a silent member
+	// (crashed without leaving) before it moves the member's partitions.
+	SessionTimeout time.Duration
 }
 
 // ErrConfig reports an invalid configuration.
@@ -43,6 +50,8 @@ func (k Kafka) Validate() error {
 		return fmt.Errorf("%w: replication %d (want >= 1)", ErrConfig, k.Replication)
 	case k.FlushFrequency < 0:
 		return fmt.Errorf("%w: flush frequency %v (want >= 0)", ErrConfig, k.FlushFrequency)
+	case k.SessionTimeout != 0 && (k.SessionTimeout < time.Second || k.SessionTimeout > 5*time.Minute):
+		return fmt.Errorf("%w: session timeout %v (want 1s to 5m)", ErrConfig, k.SessionTimeout)
 	}
 	for _, b := range k.Brokers {
 		if _, _, err := splitHostPort(b); err != nil {
@@ -81,6 +90,11 @@ func (k Kafka) Sarama() *sarama.Config {
 	// Commands produced before the first start must not be lost.
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{goka.CopartitioningStrategy}
+	c.Consumer.Group.InstanceId = k.InstanceID
+	if k.SessionTimeout > 0 {
+		c.Consumer.Group.Session.Timeout = k.SessionTimeout
+		c.Consumer.Group.Heartbeat.Interval = k.SessionTimeout / 4
+	}
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Producer.Compression = sarama.CompressionNone
 	c.Producer.Flush.Frequency = k.FlushFrequency
@@ -188,6 +202,7 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
+	var created []string
 	for _, s := range specs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -213,6 +228,38 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 		}, false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 			return fmt.Errorf("create topic %s: %w", s.Name, err)
+		}
+		created = append(created, s.Name)
+	}
+	return awaitTopics(ctx, admin, created)
+}
+
+// awaitTopics waits until the brokers' metadata lists the new topics: topic
+// creation in Kafka completes asynchronously.
+func awaitTopics(ctx context.Context, admin sarama.ClusterAdmin, names []string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for len(names) > 0 {
+		all, err := admin.ListTopics()
+		if err != nil {
+			return fmt.Errorf("list topics: %w", err)
+		}
+		missing := names[:0]
+		for _, n := range names {
+			if d, ok := all[n]; !ok || d.NumPartitions == 0 {
+				missing = append(missing, n)
+			}
+		}
+		names = missing
+		if len(names) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topics %v created but not visible after 30s", names)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/app"
+	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
 )
 
@@ -30,6 +32,10 @@ type roleFlags struct {
 	defaultDelay  time.Duration
 	defaultScript string
 	callTimeout   time.Duration
+	instanceID    string
+	session       time.Duration
+	provider      string
+	webhookURL    string
 }
 
 func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault string) {
@@ -39,6 +45,10 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.DurationVar(&r.defaultDelay, "default-delay", 24*time.Hour, "delay of the follow-up given to an onboarding event that has none")
 	fs.StringVar(&r.defaultScript, "default-script", "welcome", "IVR script of the default follow-up")
 	fs.DurationVar(&r.callTimeout, "call-timeout", 10*time.Second, "how long the provider may take to place one call")
+	fs.StringVar(&r.instanceID, "instance-id", "", "static group membership id, unique per instance: a restart gets its partitions back at once")
+	fs.DurationVar(&r.session, "session-timeout", 10*time.Second, "how long the group waits for a silent instance before moving its partitions")
+	fs.StringVar(&r.provider, "provider", "log", "how the dialer places calls: log (only logs them) or webhook (POST to --webhook-url; signed with $IVRSCHED_WEBHOOK_SECRET if set)")
+	fs.StringVar(&r.webhookURL, "webhook-url", "", "endpoint of the webhook provider")
 }
 
 func (r *roleFlags) config(clientID string) (app.Config, error) {
@@ -63,7 +73,16 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 			return app.Config{}, badFlag("http", "%q is not host:port (%v)", r.http, err)
 		}
 	}
+	if r.session < time.Second || r.session > 5*time.Minute {
+		return app.Config{}, badFlag("session-timeout", "%v; want 1s to 5m", r.session)
+	}
+	k.InstanceID, k.SessionTimeout = r.instanceID, r.session
+	prov, err := r.dialProvider()
+	if err != nil {
+		return app.Config{}, err
+	}
 	return app.Config{
+		Provider:    prov,
 		Kafka:       k,
 		Topics:      r.topics(),
 		DataDir:     r.dataDir,
@@ -140,6 +159,23 @@ func runRole(ctx context.Context, name string, args []string, roles app.Roles) e
 		return err
 	}
 	return app.Run(ctx, cfg, roles, nil)
+}
+
+func (r *roleFlags) dialProvider() (dialer.Provider, error) {
+	switch r.provider {
+	case "log":
+		if r.webhookURL != "" {
+			return nil, badFlag("webhook-url", "set, but --provider is log; add --provider webhook")
+		}
+		return nil, nil // the dialer's default
+	case "webhook":
+		u, err := url.Parse(r.webhookURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, badFlag("webhook-url", "%q; want an http(s) URL like https://calls.example/ivr", r.webhookURL)
+		}
+		return &dialer.Webhook{URL: r.webhookURL, Secret: []byte(os.Getenv("IVRSCHED_WEBHOOK_SECRET"))}, nil
+	}
+	return nil, badFlag("provider", "%q; want log or webhook", r.provider)
 }
 
 // readDemo reads one protojson Command per line; blank and # lines are skipped.

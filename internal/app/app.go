@@ -16,7 +16,6 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/storage"
 	"github.com/lovoo/goka/web/index"
 	"github.com/lovoo/goka/web/monitor"
 	"github.com/lovoo/goka/web/query"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/localstore"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/punctuation"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
@@ -35,7 +35,8 @@ import (
 type Config struct {
 	Kafka  topology.Kafka
 	Topics topology.Topics
-	// DataDir holds each role's local table stores (LevelDB), one folder per role.
+	// DataDir holds each role's local table stores (LevelDB), one folder per
+	// role. A store not closed cleanly is wiped and restored from Kafka.
 	DataDir string
 	// HTTP is the web UI's listen address; empty means no web UI.
 	HTTP string
@@ -77,11 +78,14 @@ type Running struct {
 	ready     chan struct{}
 }
 
-// Ready is closed once every processor has started (recovered its tables).
+// Ready is closed once every role's processor has recovered its table and
+// runs, the first time.
 func (r *Running) Ready() <-chan struct{} { return r.ready }
 
-// Run creates the topics and runs the selected roles until ctx ends or one
-// of them fails. started, if not nil, receives what was started.
+// Run creates the topics and runs the selected roles until ctx ends. A role
+// whose processor fails (a lost broker, say) is rebuilt and restarted with
+// backoff; Run itself returns only when ctx ends or setup fails. started, if
+// not nil, receives what was started.
 func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -93,10 +97,10 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	opts := append(cfg.Kafka.ProcessorOptions(), goka.WithLogger(gokaLogger{log}))
 	g, ctx := errgroup.WithContext(ctx)
 	run := &Running{ready: make(chan struct{})}
-	var procs []*goka.Processor
 	router := mux.NewRouter()
 	mon := monitor.NewServer("/monitor", router)
 	qry := query.NewServer("/query", router, query.WithHumanizer(query.HumanizerFunc(humanize)))
+	var all []*role
 
 	if roles.Scheduler {
 		em, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.Ticks, new(codec.Tick), cfg.Kafka.EmitterOptions()...)
@@ -105,7 +109,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		}
 		s, err := scheduler.New(scheduler.Config{
 			Topics:      cfg.Topics,
-			Storage:     storage.DefaultBuilder(filepath.Join(cfg.DataDir, "scheduler")),
+			Storage:     localstore.Builder(filepath.Join(cfg.DataDir, "scheduler"), log),
 			Clock:       cfg.Clock,
 			Default:     cfg.Default,
 			Punctuation: cfg.Punctuation,
@@ -114,16 +118,10 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		if err != nil {
 			return err
 		}
-		p, err := s.Processor(cfg.Kafka.Brokers, opts...)
-		if err != nil {
-			return err
-		}
 		run.Scheduler = s
-		procs = append(procs, p)
-		mon.AttachProcessor(p)
-		if err := qry.AttachSource(string(cfg.Topics.SchedulerTable()), p.Get); err != nil {
-			return err
-		}
+		all = append(all, newRole("scheduler", string(cfg.Topics.SchedulerTable()), filepath.Join(cfg.DataDir, "scheduler"), log, func() (*goka.Processor, error) {
+			return s.Processor(cfg.Kafka.Brokers, opts...)
+		}))
 		g.Go(func() error { return s.Punctuator().Run(ctx) })
 		g.Go(func() error {
 			<-ctx.Done()
@@ -134,7 +132,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		d, err := dialer.New(dialer.Config{
 			Topics:      cfg.Topics,
 			Provider:    cfg.Provider,
-			Storage:     storage.DefaultBuilder(filepath.Join(cfg.DataDir, "dialer")),
+			Storage:     localstore.Builder(filepath.Join(cfg.DataDir, "dialer"), log),
 			Clock:       cfg.Clock,
 			CallTimeout: cfg.CallTimeout,
 			Logger:      log.With("role", "dialer"),
@@ -142,27 +140,32 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		if err != nil {
 			return err
 		}
-		p, err := d.Processor(cfg.Kafka.Brokers, opts...)
+		run.Dialer = d
+		all = append(all, newRole("dialer", string(cfg.Topics.DialerTable()), filepath.Join(cfg.DataDir, "dialer"), log, func() (*goka.Processor, error) {
+			return d.Processor(cfg.Kafka.Brokers, opts...)
+		}))
+	}
+	for _, r := range all {
+		first, err := r.build()
 		if err != nil {
 			return err
 		}
-		run.Dialer = d
-		procs = append(procs, p)
-		mon.AttachProcessor(p)
-		if err := qry.AttachSource(string(cfg.Topics.DialerTable()), p.Get); err != nil {
+		mon.AttachProcessor(first)
+		if err := qry.AttachSource(r.table, r.get); err != nil {
 			return err
 		}
-	}
-	for _, p := range procs {
-		g.Go(func() error { return p.Run(ctx) })
+		g.Go(func() error { return r.supervise(ctx, first) })
 	}
 	g.Go(func() error {
-		for _, p := range procs {
-			if err := p.WaitForReadyContext(ctx); err != nil {
-				return nil // ctx ended first
+		for _, r := range all {
+			select {
+			case <-r.ready:
+			case <-ctx.Done():
+				return nil
 			}
 		}
 		close(run.ready)
+		log.Info("ready", "roles", len(all))
 		return nil
 	})
 	if cfg.HTTP != "" {

@@ -1,0 +1,393 @@
+// Package systemtest runs ivrsched's binary against Apache Kafka: the full
+// pipeline, kill -9 crashes, rebalances, a broker restart and records from
+// other clients. The broker is started by internal/kafkatest (Apache Kafka
+// fetched with Maven), or taken from KAFKA_BROKERS.
+//
+// These tests take minutes; `go test -short` skips them.
+package systemtest
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/ivrsched/ivrsched/codec"
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// binary is the ivrsched binary built once for the whole run.
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "ivrsched-systemtest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "ivrsched")
+	build := exec.Command("go", "build", "-o", binary, "github.com/ivrsched/ivrsched/cmd/ivrsched")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build ivrsched:", err)
+		return 1
+	}
+	return kafkatest.Main(m)
+}
+
+// needKafka skips in -short mode and returns the shared broker.
+func needKafka(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("system test against Apache Kafka; skipped with -short")
+	}
+	return kafkatest.ForTest(t)
+}
+
+// prefix gives each test its own topics and groups on the shared broker.
+func prefix(t *testing.T) string {
+	return strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-"
+}
+
+// proc is one ivrsched process.
+type proc struct {
+	t    *testing.T
+	name string
+	args []string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// start runs ivrsched with args; its output goes to a log file that is
+// printed when the test fails.
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, args: args, log: filepath.Join(t.TempDir(), name+".log")}
+	p.launch()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("--- log of %s (last 6000 bytes) ---\n%s", name, tail(b, 6000))
+		}
+	})
+	return p
+}
+
+func (p *proc) launch() {
+	p.t.Helper()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	fmt.Fprintf(f, "=== start %s %s\n", p.name, strings.Join(p.args, " "))
+	p.cmd = exec.Command(binary, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.done = make(chan struct{})
+	go func() {
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+}
+
+// kill9 kills the process with SIGKILL, as a crash would.
+func (p *proc) kill9() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (p *proc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(60 * time.Second):
+		p.kill9()
+		return fmt.Errorf("%s did not stop within 60s of SIGTERM", p.name)
+	}
+}
+
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+	default:
+		p.kill9()
+	}
+}
+
+func (p *proc) restart() { p.launch() }
+
+// exited reports a process that ended by itself.
+func (p *proc) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited: %v", p.name, p.err)
+	default:
+		return nil
+	}
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// request is one call request the provider received.
+type request struct {
+	call *pb.IVRCall
+	at   time.Time
+	key  string // Idempotency-Key header
+}
+
+// provider is the webhook endpoint the dialer calls: it records every raw
+// request and honours the idempotency key.
+type provider struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	reqs []request
+	news chan struct{}
+}
+
+func newProvider(t *testing.T) *provider {
+	p := &provider{news: make(chan struct{}, 1)}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := time.Now()
+		body, _ := io.ReadAll(r.Body)
+		c := &pb.IVRCall{}
+		if err := protojson.Unmarshal(body, c); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		p.mu.Lock()
+		p.reqs = append(p.reqs, request{call: c, at: at, key: r.Header.Get("Idempotency-Key")})
+		p.mu.Unlock()
+		select {
+		case p.news <- struct{}{}:
+		default:
+		}
+		fmt.Fprint(w, `{"outcome":"answered"}`)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *provider) url() string { return p.srv.URL + "/calls" }
+
+// followUp identifies one scheduled follow-up.
+type followUp struct{ user, task string }
+
+// report is what the provider saw, against what was scheduled.
+type report struct {
+	placed      int // distinct follow-ups placed (by idempotency key)
+	lost        []followUp
+	early       []string
+	twoCallIDs  int // follow-ups placed under two different call ids
+	rawRepeats  int // requests repeating an idempotency key already seen
+	badKeys     int // requests whose Idempotency-Key is not the call id
+	unexpected  int // calls for follow-ups never scheduled
+	lateness    []time.Duration
+	firstPlaced map[followUp]time.Time
+}
+
+func (p *provider) report(want map[followUp]time.Time) report {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := report{firstPlaced: map[followUp]time.Time{}}
+	ids := map[followUp]map[string]bool{}
+	seenKey := map[string]bool{}
+	for _, q := range p.reqs {
+		f := followUp{q.call.GetUserId(), q.call.GetTaskId()}
+		if q.key != q.call.GetCallId() {
+			r.badKeys++
+		}
+		if seenKey[q.key] {
+			r.rawRepeats++
+			continue
+		}
+		seenKey[q.key] = true
+		due, ok := want[f]
+		if !ok {
+			r.unexpected++
+			continue
+		}
+		if ids[f] == nil {
+			ids[f] = map[string]bool{}
+		}
+		ids[f][q.call.GetCallId()] = true
+		if q.at.Before(due) || q.call.GetFiredAt().AsTime().Before(due) || !q.call.GetDueAt().AsTime().Equal(due) {
+			r.early = append(r.early, fmt.Sprintf("%v due %v fired %v placed %v", f, due, q.call.GetFiredAt().AsTime(), q.at))
+		}
+		if _, ok := r.firstPlaced[f]; !ok {
+			r.firstPlaced[f] = q.at
+			r.lateness = append(r.lateness, q.at.Sub(due))
+		}
+	}
+	for f := range want {
+		switch n := len(ids[f]); {
+		case n == 0:
+			r.lost = append(r.lost, f)
+		case n > 1:
+			r.twoCallIDs++
+		}
+	}
+	r.placed = len(r.firstPlaced)
+	slices.Sort(r.lateness)
+	return r
+}
+
+// waitAll waits until every wanted follow-up was placed, or the deadline.
+func (p *provider) waitAll(t *testing.T, want map[followUp]time.Time, deadline time.Time, procs ...*proc) report {
+	t.Helper()
+	for {
+		r := p.report(want)
+		if len(r.lost) == 0 {
+			return r
+		}
+		for _, pr := range procs {
+			if err := pr.exited(); err != nil {
+				t.Fatalf("%v (placed %d of %d)", err, r.placed, len(want))
+			}
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return r
+		}
+		select {
+		case <-p.news:
+		case <-time.After(min(wait, time.Second)):
+		}
+	}
+}
+
+func (r report) String() string {
+	pct := func(q float64) time.Duration {
+		if len(r.lateness) == 0 {
+			return 0
+		}
+		return r.lateness[min(len(r.lateness)-1, int(q*float64(len(r.lateness))))]
+	}
+	return fmt.Sprintf("placed %d, lost: %d, early: %d, dialed under two different call ids: %d, raw repeated provider requests: %d, lateness p50 %v p99 %v max %v",
+		r.placed, len(r.lost), len(r.early), r.twoCallIDs, r.rawRepeats, pct(0.5), pct(0.99), pct(1))
+}
+
+// check fails the test unless every follow-up was placed once, never early.
+func (r report) check(t *testing.T) {
+	t.Helper()
+	t.Log(r)
+	if len(r.lost) > 0 || len(r.early) > 0 || r.twoCallIDs > 0 || r.unexpected > 0 || r.badKeys > 0 {
+		t.Fatalf("lost %d (e.g. %v), early %d (e.g. %v), two call ids %d, unexpected %d, idempotency key != call id %d",
+			len(r.lost), first(r.lost), len(r.early), first(r.early), r.twoCallIDs, r.unexpected, r.badKeys)
+	}
+}
+
+func first[T any](s []T) any {
+	if len(s) == 0 {
+		return nil
+	}
+	return s[0]
+}
+
+// schedule produces one onboarding command per user with the given follow-ups
+// (task → due time) and returns what is expected to fire.
+func schedule(t *testing.T, brokers, pfx string, partitions int, plan map[string]map[string]time.Time) map[followUp]time.Time {
+	t.Helper()
+	k := topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}
+	em, err := goka.NewEmitter(k.Brokers, topology.NewTopics(pfx).Onboarding, new(codec.Command), k.EmitterOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[followUp]time.Time{}
+	now := timestamppb.Now()
+	var errs []error
+	var mu sync.Mutex
+	for user, tasks := range plan {
+		ob := &pb.Onboard{Phone: "+14155550100", TimeZone: "America/Chicago"}
+		for task, due := range tasks {
+			ob.FollowUps = append(ob.FollowUps, &pb.FollowUp{TaskId: task, When: &pb.FollowUp_DueAt{DueAt: timestamppb.New(due)}})
+			want[followUp{user, task}] = due.Truncate(time.Nanosecond)
+		}
+		prom, err := em.Emit(user, &pb.Command{UserId: user, RequestedAt: now, Command: &pb.Command_Onboard{Onboard: ob}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prom.Then(func(err error) {
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	if err := em.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d onboarding commands not produced: %v", len(errs), errs[0])
+	}
+	return want
+}
+
+// spread plans n users with tasksPer follow-ups each, due uniformly over
+// [from, from+over).
+func spread(n, tasksPer int, from time.Time, over time.Duration) map[string]map[string]time.Time {
+	plan := map[string]map[string]time.Time{}
+	total := n * tasksPer
+	for i := 0; i < total; i++ {
+		user := fmt.Sprintf("user-%05d", i%n)
+		if plan[user] == nil {
+			plan[user] = map[string]time.Time{}
+		}
+		// Interleave users and tasks so each user's tasks are spread too.
+		due := from.Add(time.Duration(int64(over) * int64((i*7919)%total) / int64(total)))
+		plan[user][fmt.Sprintf("task-%d", i/n)] = due
+	}
+	return plan
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// roleArgs are the flags every ivrsched process of a test shares.
+func roleArgs(t *testing.T, brokers, pfx string, partitions int, extra ...string) []string {
+	return append([]string{"--brokers", brokers, "--topic-prefix", pfx, "--partitions", fmt.Sprint(partitions),
+		"--data-dir", t.TempDir(), "--log-level", "info"}, extra...)
+}
+

@@ -1,0 +1,71 @@
+package systemtest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The whole pipeline through the binary, all roles in one process: every
+// follow-up reaches the provider once, never early.
+func TestPipeline(t *testing.T) {
+	brokers := needKafka(t)
+	pfx, parts := prefix(t), 6
+	prov := newProvider(t)
+	ivr := start(t, "run", append([]string{"run", "--http", ""}, roleArgs(t, brokers, pfx, parts, "--provider", "webhook", "--webhook-url", prov.url())...)...)
+
+	plan := spread(500, 2, time.Now().Add(3*time.Second), 5*time.Second)
+	want := schedule(t, brokers, pfx, parts, plan)
+	r := prov.waitAll(t, want, time.Now().Add(90*time.Second), ivr)
+	r.check(t)
+	if r.rawRepeats != 0 {
+		t.Fatalf("%d repeated provider requests without any crash", r.rawRepeats)
+	}
+	if err := ivr.stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+}
+
+// Scheduler and dialer are killed with SIGKILL several times while they
+// fire, and restarted at once. Nothing is lost, nothing fires early, no
+// follow-up gets two call ids; the provider sees repeats only where the
+// dialer died between placing a call and recording it.
+func TestCrash(t *testing.T) {
+	brokers := needKafka(t)
+	pfx, parts := prefix(t), 6
+	prov := newProvider(t)
+	common := func(id string) []string {
+		return roleArgs(t, brokers, pfx, parts, "--instance-id", id, "--session-timeout", "6s",
+			"--provider", "webhook", "--webhook-url", prov.url())
+	}
+	sched := start(t, "scheduler", append([]string{"scheduler"}, common("s1")...)...)
+	dial := start(t, "dialer", append([]string{"dialer"}, common("d1")...)...)
+
+	const window = 40 * time.Second
+	begin := time.Now().Add(5 * time.Second)
+	plan := spread(2000, 2, begin, window)
+	want := schedule(t, brokers, pfx, parts, plan)
+	t.Logf("scheduled %d follow-ups for %d users, due over %v", len(want), len(plan), window)
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	kills := map[string]int{}
+	for at := begin.Add(2 * time.Second); at.Before(begin.Add(window - 5*time.Second)); at = at.Add(time.Duration(3000+rng.IntN(5000)) * time.Millisecond) {
+		time.Sleep(time.Until(at)) // the test's schedule of kills, not a wait for an event
+		victim := sched
+		if rng.IntN(3) == 0 {
+			victim = dial
+		}
+		victim.kill9()
+		kills[victim.name]++
+		victim.restart()
+	}
+	t.Logf("kills: %d (scheduler %d, dialer %d)", kills["scheduler"]+kills["dialer"], kills["scheduler"], kills["dialer"])
+	if kills["scheduler"] == 0 || kills["scheduler"]+kills["dialer"] < 4 {
+		t.Fatalf("too few kills: %v", kills)
+	}
+	r := prov.waitAll(t, want, begin.Add(window+90*time.Second), sched, dial)
+	fmt.Printf("crash test: kills %d (scheduler %d, dialer %d), scheduled %d, %v\n",
+		kills["scheduler"]+kills["dialer"], kills["scheduler"], kills["dialer"], len(want), r)
+	r.check(t)
+}
