@@ -390,4 +390,3 @@ func roleArgs(t *testing.T, brokers, pfx string, partitions int, extra ...string
 	return append([]string{"--brokers", brokers, "--topic-prefix", pfx, "--partitions", fmt.Sprint(partitions),
 		"--data-dir", t.TempDir(), "--log-level", "info"}, extra...)
 }
-
