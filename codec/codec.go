@@ -27,6 +27,14 @@ type Undecodable struct {
 	Err  error
 }
 
+// GetData returns the bytes, or nil for a nil *Undecodable.
+func (u *Undecodable) GetData() []byte {
+	if u == nil {
+		return nil
+	}
+	return u.Data
+}
+
 func (u *Undecodable) Error() string {
 	return fmt.Sprintf("undecodable %d bytes: %v", len(u.Data), u.Err)
 }
@@ -69,6 +77,7 @@ type (
 	CallResult    = Proto[pb.CallResult, *pb.CallResult]
 	ScheduleEvent = Proto[pb.ScheduleEvent, *pb.ScheduleEvent]
 	DialerState   = Proto[pb.DialerState, *pb.DialerState]
+	DeadLetter    = Proto[pb.DeadLetter, *pb.DeadLetter]
 )
 
 // JSON renders a message as one line of protojson (field names as in the

@@ -186,6 +186,8 @@ func (t Topics) Specs() []TopicSpec {
 		{Name: string(t.Results), Retain: 7 * day},
 		{Name: string(t.Events), Retain: 7 * day},
 		{Name: string(t.DialerTable()), Compact: true},
+		{Name: string(t.SchedulerDLQ), Retain: 30 * day},
+		{Name: string(t.DialerDLQ), Retain: 30 * day},
 	}
 }
 

@@ -22,6 +22,9 @@ type Topics struct {
 	Results    goka.Stream // CallResult, keyed by user id
 	Events     goka.Stream // ScheduleEvent, keyed by user id
 
+	SchedulerDLQ goka.Stream // DeadLetter: records the scheduler rejected
+	DialerDLQ    goka.Stream // DeadLetter: records the dialer rejected
+
 	Scheduler goka.Group
 	Dialer    goka.Group
 }
@@ -29,13 +32,15 @@ type Topics struct {
 // NewTopics returns the default names, each prefixed with prefix.
 func NewTopics(prefix string) Topics {
 	return Topics{
-		Onboarding: goka.Stream(prefix + "onboarding"),
-		Ticks:      goka.Stream(prefix + "ivr-scheduler-ticks"),
-		Calls:      goka.Stream(prefix + "ivr-calls"),
-		Results:    goka.Stream(prefix + "ivr-results"),
-		Events:     goka.Stream(prefix + "followup-events"),
-		Scheduler:  goka.Group(prefix + "ivr-scheduler"),
-		Dialer:     goka.Group(prefix + "ivr-dialer"),
+		Onboarding:   goka.Stream(prefix + "onboarding"),
+		Ticks:        goka.Stream(prefix + "ivr-scheduler-ticks"),
+		Calls:        goka.Stream(prefix + "ivr-calls"),
+		Results:      goka.Stream(prefix + "ivr-results"),
+		Events:       goka.Stream(prefix + "followup-events"),
+		SchedulerDLQ: goka.Stream(prefix + "scheduler-dlq"),
+		DialerDLQ:    goka.Stream(prefix + "dialer-dlq"),
+		Scheduler:    goka.Group(prefix + "ivr-scheduler"),
+		Dialer:       goka.Group(prefix + "ivr-dialer"),
 	}
 }
 

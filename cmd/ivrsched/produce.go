@@ -145,7 +145,8 @@ func cmdReschedule(ctx context.Context, args []string, stdout io.Writer) error {
 // produce validates cmd as the scheduler would and writes it to the
 // onboarding topic, waiting for the broker's acknowledgement.
 func produce(ctx context.Context, k *kafkaFlags, cmd *pb.Command, stdout io.Writer) error {
-	if _, err := scheduler.Validate(cmd.GetUserId(), cmd); err != nil {
+	// The limits are the scheduler's to enforce; here only the form is checked.
+	if _, err := scheduler.Validate(cmd.GetUserId(), cmd, time.Now(), scheduler.Limits{}); err != nil {
 		return usageError{err.Error()}
 	}
 	cfg, err := k.kafka("ivrsched-cli")

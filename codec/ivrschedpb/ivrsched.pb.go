@@ -1415,6 +1415,190 @@ func (x *DialRecord) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// DeadLetter is a record a processor could not accept, on the `scheduler-dlq`
+// or `dialer-dlq` topic, keyed by the original key. The record's headers are
+// the original headers plus ivrsched-dlq-reason and ivrsched-dlq-source.
+// Next ID: 12
+type DeadLetter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A reason code, e.g. "invalid_phone" (see the scheduler's Reason constants).
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The processor (consumer group) that rejected the record.
+	Group           string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	SourceTopic     string                 `protobuf:"bytes,4,opt,name=source_topic,json=sourceTopic,proto3" json:"source_topic,omitempty"`
+	SourcePartition int32                  `protobuf:"varint,5,opt,name=source_partition,json=sourcePartition,proto3" json:"source_partition,omitempty"`
+	SourceOffset    int64                  `protobuf:"varint,6,opt,name=source_offset,json=sourceOffset,proto3" json:"source_offset,omitempty"`
+	SourceTimestamp *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=source_timestamp,json=sourceTimestamp,proto3" json:"source_timestamp,omitempty"`
+	Key             []byte                 `protobuf:"bytes,8,opt,name=key,proto3" json:"key,omitempty"`
+	Value           []byte                 `protobuf:"bytes,9,opt,name=value,proto3" json:"value,omitempty"`
+	Headers         []*Header              `protobuf:"bytes,10,rep,name=headers,proto3" json:"headers,omitempty"`
+	At              *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_ivrsched_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeadLetter) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetSourceTopic() string {
+	if x != nil {
+		return x.SourceTopic
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetSourcePartition() int32 {
+	if x != nil {
+		return x.SourcePartition
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetSourceOffset() int64 {
+	if x != nil {
+		return x.SourceOffset
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetSourceTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SourceTimestamp
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetHeaders() []*Header {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// Header is a Kafka record header.
+// Next ID: 3
+type Header struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Header) Reset() {
+	*x = Header{}
+	mi := &file_ivrsched_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Header) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Header) ProtoMessage() {}
+
+func (x *Header) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Header.ProtoReflect.Descriptor instead.
+func (*Header) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Header) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Header) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 var File_ivrsched_proto protoreflect.FileDescriptor
 
 const file_ivrsched_proto_rawDesc = "" +
@@ -1521,7 +1705,24 @@ const file_ivrsched_proto_rawDesc = "" +
 	"DialRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12.\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x14.ivrsched.v1.OutcomeR\aoutcome\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\x89\x01\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x8f\x03\n" +
+	"\n" +
+	"DeadLetter\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\x12!\n" +
+	"\fsource_topic\x18\x04 \x01(\tR\vsourceTopic\x12)\n" +
+	"\x10source_partition\x18\x05 \x01(\x05R\x0fsourcePartition\x12#\n" +
+	"\rsource_offset\x18\x06 \x01(\x03R\fsourceOffset\x12E\n" +
+	"\x10source_timestamp\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0fsourceTimestamp\x12\x10\n" +
+	"\x03key\x18\b \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\t \x01(\fR\x05value\x12-\n" +
+	"\aheaders\x18\n" +
+	" \x03(\v2\x13.ivrsched.v1.HeaderR\aheaders\x12*\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"0\n" +
+	"\x06Header\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\x89\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOUTCOME_PLACED\x10\x01\x12\x14\n" +
@@ -1543,7 +1744,7 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 }
 
 var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
 	(ScheduleEvent_Kind)(0),       // 1: ivrsched.v1.ScheduleEvent.Kind
@@ -1563,47 +1764,52 @@ var file_ivrsched_proto_goTypes = []any{
 	(*ScheduleEvent)(nil),         // 15: ivrsched.v1.ScheduleEvent
 	(*DialerState)(nil),           // 16: ivrsched.v1.DialerState
 	(*DialRecord)(nil),            // 17: ivrsched.v1.DialRecord
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*DeadLetter)(nil),            // 18: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 19: ivrsched.v1.Header
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
 	3,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
 	6,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
 	7,  // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
-	18, // 3: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	18, // 4: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	20, // 3: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	20, // 4: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
 	4,  // 5: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	19, // 6: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	18, // 7: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	21, // 6: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	20, // 7: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
 	5,  // 8: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
-	19, // 9: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	18, // 10: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	18, // 11: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	21, // 9: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	20, // 10: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	20, // 11: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
 	9,  // 12: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
 	10, // 13: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
-	18, // 14: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	20, // 14: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
 	5,  // 15: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
 	9,  // 16: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	18, // 17: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	18, // 18: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
-	18, // 19: ivrsched.v1.Fire.due_at:type_name -> google.protobuf.Timestamp
-	18, // 20: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	18, // 21: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	20, // 17: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	20, // 18: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	20, // 19: ivrsched.v1.Fire.due_at:type_name -> google.protobuf.Timestamp
+	20, // 20: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	20, // 21: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
 	5,  // 22: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	18, // 23: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	20, // 23: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
 	0,  // 24: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	18, // 25: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	20, // 25: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
 	1,  // 26: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	18, // 27: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	18, // 28: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	20, // 27: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	20, // 28: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
 	17, // 29: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
 	0,  // 30: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	18, // 31: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	20, // 31: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	20, // 32: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	19, // 33: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	20, // 34: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -1630,7 +1836,7 @@ func file_ivrsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -42,6 +42,7 @@ type Config struct {
 	HTTP string
 
 	Default     scheduler.DefaultFollowUp
+	Limits      scheduler.Limits
 	Punctuation punctuation.Config
 	Provider    dialer.Provider
 	CallTimeout time.Duration
@@ -112,6 +113,8 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			Storage:     localstore.Builder(filepath.Join(cfg.DataDir, "scheduler"), log),
 			Clock:       cfg.Clock,
 			Default:     cfg.Default,
+			Limits:      cfg.Limits,
+			Partitions:  int32(cfg.Kafka.Partitions),
 			Punctuation: cfg.Punctuation,
 			Logger:      log.With("role", "scheduler"),
 		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), log))

@@ -20,11 +20,13 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/processors/deadletter"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -107,6 +109,7 @@ type Stats struct {
 // Dialer holds the dialer's callback.
 type Dialer struct {
 	cfg   Config
+	dlq   *deadletter.Writer
 	Stats Stats
 }
 
@@ -116,7 +119,8 @@ func New(cfg Config) (*Dialer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Dialer{cfg: cfg}, nil
+	dlq := &deadletter.Writer{Topic: cfg.Topics.DialerDLQ, Group: cfg.Topics.Dialer, Clock: cfg.Clock, Logger: cfg.Logger}
+	return &Dialer{cfg: cfg, dlq: dlq}, nil
 }
 
 // Graph is the dialer's group graph.
@@ -125,6 +129,7 @@ func (d *Dialer) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(t.Dialer,
 		goka.Input(t.Calls, new(codec.IVRCall), d.onCall),
 		goka.Output(t.Results, new(codec.CallResult)),
+		d.dlq.Edge(),
 		goka.Persist(new(codec.DialerState)),
 	)
 }
@@ -143,9 +148,16 @@ func (d *Dialer) Processor(brokers []string, opts ...goka.ProcessorOption) (*gok
 
 func (d *Dialer) onCall(ctx goka.Context, msg any) {
 	call, ok := msg.(*pb.IVRCall)
-	if !ok || call.GetCallId() == "" {
+	switch {
+	case !ok:
 		d.Stats.Invalid.Add(1)
-		d.cfg.Logger.Warn("call skipped: not a valid IVRCall", "partition", ctx.Partition(), "offset", ctx.Offset(), "key", ctx.Key(), "value", fmt.Sprint(msg))
+		u, _ := msg.(*codec.Undecodable)
+		d.dlq.Send(ctx, "undecodable", fmt.Sprint(msg), u.GetData())
+		return
+	case call.GetCallId() == "":
+		d.Stats.Invalid.Add(1)
+		b, _ := proto.Marshal(call)
+		d.dlq.Send(ctx, "missing_call_id", "an IVRCall needs a call id", b)
 		return
 	}
 	st, _ := ctx.Value().(*pb.DialerState)

@@ -129,10 +129,22 @@ func TestHistoryIsBounded(t *testing.T) {
 func TestInvalidCallsAreSkipped(t *testing.T) {
 	rec := &recorder{}
 	tt, d, topics := setup(t, rec)
+	dlq := tt.NewQueueTracker(string(topics.DialerDLQ))
 	tt.Consume(string(topics.Calls), "u1", &codec.Undecodable{Data: []byte{0xff, 0xff}})
 	tt.Consume(string(topics.Calls), "u1", call("u1", ""))
 	tt.Consume(string(topics.Calls), "u1", call("u1", "ok"))
 	if d.Stats.Invalid.Load() != 2 || len(rec.calls) != 1 {
 		t.Fatalf("invalid %d, provider %v", d.Stats.Invalid.Load(), rec.calls)
+	}
+	var reasons []string
+	for {
+		_, v, ok := dlq.Next()
+		if !ok {
+			break
+		}
+		reasons = append(reasons, v.(*pb.DeadLetter).GetReason())
+	}
+	if len(reasons) != 2 || reasons[0] != "undecodable" || reasons[1] != "missing_call_id" {
+		t.Fatalf("dead letters %v", reasons)
 	}
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"sync"
@@ -8,29 +9,36 @@ import (
 	_ "time/tzdata" // time zones validate the same on every host
 
 	"github.com/lovoo/goka"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/topology"
 )
 
-// Reason says why a command was rejected.
+// Reason says why a command was rejected; it is the dead letter's reason code.
 type Reason string
 
-// The reasons a command is rejected.
+// The reasons a record is rejected.
 const (
-	ReasonUndecodable     Reason = "undecodable"
-	ReasonUnknownCommand  Reason = "unknown_command"
-	ReasonMissingUserID   Reason = "missing_user_id"
-	ReasonKeyMismatch     Reason = "key_mismatch"
-	ReasonMissingPhone    Reason = "missing_phone"
-	ReasonInvalidPhone    Reason = "invalid_phone"
-	ReasonUnknownTimeZone Reason = "unknown_time_zone"
-	ReasonNegativeDelay   Reason = "negative_delay"
-	ReasonMissingTaskID   Reason = "missing_task_id"
-	ReasonDuplicateTaskID Reason = "duplicate_task_id"
-	ReasonMissingWhen     Reason = "missing_when"
+	ReasonUndecodable      Reason = "undecodable"
+	ReasonUnknownCommand   Reason = "unknown_command"
+	ReasonMissingUserID    Reason = "missing_user_id"
+	ReasonKeyMismatch      Reason = "key_mismatch"
+	ReasonMissingPhone     Reason = "missing_phone"
+	ReasonInvalidPhone     Reason = "invalid_phone"
+	ReasonUnknownTimeZone  Reason = "unknown_time_zone"
+	ReasonNegativeDelay    Reason = "negative_delay"
+	ReasonDelayTooLong     Reason = "delay_too_long"
+	ReasonDueTooFarPast    Reason = "due_too_far_past"
+	ReasonDueTooFarFuture  Reason = "due_too_far_future"
+	ReasonMissingTaskID    Reason = "missing_task_id"
+	ReasonDuplicateTaskID  Reason = "duplicate_task_id"
+	ReasonMissingWhen      Reason = "missing_when"
+	ReasonPayloadTooLarge  Reason = "payload_too_large"
+	ReasonMisroutedForward Reason = "misrouted_after_forward"
 )
 
 // RejectError is a command the scheduler cannot accept, with its reason.
@@ -43,6 +51,36 @@ func (e *RejectError) Error() string { return fmt.Sprintf("%s: %s", e.Reason, e.
 
 func reject(r Reason, format string, args ...any) *RejectError {
 	return &RejectError{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// PastDue says what to do with a due time further in the past than MaxPast.
+type PastDue int
+
+const (
+	// PastDueReject rejects the command (to the dead-letter topic).
+	PastDueReject PastDue = iota
+	// PastDueFire fires the follow-up at once.
+	PastDueFire
+)
+
+// Limits bound what a command may ask for. Due times are checked against
+// the time the command was issued (requested_at, else the record
+// timestamp), so a replay decides the same way.
+type Limits struct {
+	// MaxDelay bounds delays, and absolute due times after the command.
+	MaxDelay time.Duration
+	// MaxPast: a due time up to this long before the command fires at once;
+	// one further in the past is handled as PastDue says.
+	MaxPast time.Duration
+	PastDue PastDue
+	// MaxPayload bounds a follow-up's payload, in bytes.
+	MaxPayload int
+}
+
+// DefaultLimits: delays up to 400 days, due times up to a day in the past
+// fire at once, older ones are rejected, payloads up to 16 KiB.
+func DefaultLimits() Limits {
+	return Limits{MaxDelay: 400 * 24 * time.Hour, MaxPast: 24 * time.Hour, PastDue: PastDueReject, MaxPayload: 16 << 10}
 }
 
 var e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
@@ -59,9 +97,18 @@ func checkZone(name string) error {
 	return err
 }
 
-// Validate checks a decoded command arriving under key. It returns the
-// command's user id.
-func Validate(key string, cmd *pb.Command) (string, error) {
+// IssuedAt is when a command was issued: requested_at, else the record time.
+func IssuedAt(cmd *pb.Command, recordTime time.Time) time.Time {
+	if cmd.GetRequestedAt() != nil {
+		return cmd.GetRequestedAt().AsTime()
+	}
+	return recordTime
+}
+
+// Validate checks a decoded command arriving under key, issued at issued. It
+// returns the command's user id. The CLI runs the same checks before it
+// produces.
+func Validate(key string, cmd *pb.Command, issued time.Time, lim Limits) (string, error) {
 	user := cmd.GetUserId()
 	switch {
 	case user == "" && key == "":
@@ -73,7 +120,7 @@ func Validate(key string, cmd *pb.Command) (string, error) {
 	}
 	switch c := cmd.GetCommand().(type) {
 	case *pb.Command_Onboard:
-		return user, validateOnboard(c.Onboard)
+		return user, validateOnboard(c.Onboard, issued, lim)
 	case *pb.Command_Cancel:
 		return user, nil
 	case *pb.Command_Reschedule:
@@ -81,13 +128,16 @@ func Validate(key string, cmd *pb.Command) (string, error) {
 		if r.GetTaskId() == "" {
 			return user, reject(ReasonMissingTaskID, "reschedule needs a task id")
 		}
-		return user, checkWhen(r.GetTaskId(), r.GetWhen() != nil, r.GetDelay().AsDuration())
+		if r.GetWhen() == nil {
+			return user, reject(ReasonMissingWhen, "task %q has neither delay nor due_at", r.GetTaskId())
+		}
+		return user, checkDue(r.GetTaskId(), r.GetDelay(), r.GetDueAt(), issued, issued, lim)
 	default:
-		return user, reject(ReasonUnknownCommand, "command case %T", c)
+		return user, reject(ReasonUnknownCommand, "no known command case (a newer producer?)")
 	}
 }
 
-func validateOnboard(o *pb.Onboard) error {
+func validateOnboard(o *pb.Onboard, issued time.Time, lim Limits) error {
 	if o.GetPhone() != "" && !e164.MatchString(o.GetPhone()) {
 		return reject(ReasonInvalidPhone, "phone %q is not E.164 (like +14155550123)", o.GetPhone())
 	}
@@ -96,28 +146,51 @@ func validateOnboard(o *pb.Onboard) error {
 			return reject(ReasonUnknownTimeZone, "time zone %q: %v", tz, err)
 		}
 	}
+	base := issued
+	if o.GetOnboardedAt() != nil {
+		base = o.GetOnboardedAt().AsTime()
+	}
 	seen := make(map[string]bool)
 	for i, f := range o.GetFollowUps() {
 		id := taskID(f, i)
 		if seen[id] {
-			return reject(ReasonDuplicateTaskID, "task id %q appears twice", id)
+			return reject(ReasonDuplicateTaskID, "task id %q appears twice in one command (across commands a task id is upserted)", id)
 		}
 		seen[id] = true
-		if f.GetDelay() != nil {
-			if err := checkWhen(id, true, f.GetDelay().AsDuration()); err != nil {
-				return err
-			}
+		if f.GetWhen() == nil {
+			return reject(ReasonMissingWhen, "task %q has neither delay nor due_at", id)
+		}
+		if err := checkDue(id, f.GetDelay(), f.GetDueAt(), base, issued, lim); err != nil {
+			return err
+		}
+		if lim.MaxPayload > 0 && len(f.GetPayload()) > lim.MaxPayload {
+			return reject(ReasonPayloadTooLarge, "task %q payload is %d bytes, limit %d", id, len(f.GetPayload()), lim.MaxPayload)
 		}
 	}
 	return nil
 }
 
-func checkWhen(task string, set bool, delay time.Duration) error {
-	if !set {
-		return reject(ReasonMissingWhen, "task %q has neither delay nor due_at", task)
+// checkDue checks a delay (counted from base) or an absolute due time
+// against the limits, relative to when the command was issued.
+func checkDue(task string, delay *durationpb.Duration, at *timestamppb.Timestamp, base, issued time.Time, lim Limits) error {
+	var due time.Time
+	if delay != nil {
+		d := delay.AsDuration()
+		switch {
+		case d < 0:
+			return reject(ReasonNegativeDelay, "task %q has delay %v", task, d)
+		case lim.MaxDelay > 0 && d > lim.MaxDelay:
+			return reject(ReasonDelayTooLong, "task %q has delay %v, limit %v", task, d, lim.MaxDelay)
+		}
+		due = base.Add(d)
+	} else {
+		due = at.AsTime()
 	}
-	if delay < 0 {
-		return reject(ReasonNegativeDelay, "task %q has delay %v", task, delay)
+	switch {
+	case lim.MaxDelay > 0 && due.Sub(issued) > lim.MaxDelay:
+		return reject(ReasonDueTooFarFuture, "task %q is due %s, more than %v after the command", task, due.Format(time.RFC3339), lim.MaxDelay)
+	case lim.PastDue == PastDueReject && lim.MaxPast > 0 && issued.Sub(due) > lim.MaxPast:
+		return reject(ReasonDueTooFarPast, "task %q was due %s, more than %v before the command", task, due.Format(time.RFC3339), lim.MaxPast)
 	}
 	return nil
 }
@@ -129,53 +202,107 @@ func taskID(f *pb.FollowUp, i int) string {
 	return fmt.Sprintf("followup-%d", i+1)
 }
 
-// onCommand applies a schedule, cancel or reschedule command.
+// HeaderForwarded marks a command the scheduler forwarded to its user's
+// partition; its value is the original topic/partition/offset.
+const HeaderForwarded = "ivrsched-forwarded-from"
+
+// onCommand applies a schedule, cancel or reschedule command. Invalid
+// commands go to the dead-letter topic; a valid command that arrived on
+// another partition than its user's is forwarded there.
 func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 	s.Stats.Commands.Add(1)
 	cmd, ok := msg.(*pb.Command)
 	if !ok {
-		err := reject(ReasonUndecodable, "%v", msg)
-		if u, isU := msg.(*codec.Undecodable); isU {
-			err = reject(ReasonUndecodable, "%v", u.Err)
+		s.rejectRecord(ctx, msg, reject(ReasonUndecodable, "%v", undecodable(msg)))
+		return
+	}
+	issued := IssuedAt(cmd, ctx.Timestamp())
+	if _, err := Validate(ctx.Key(), cmd, issued, s.cfg.Limits); err != nil {
+		s.rejectRecord(ctx, cmd, err)
+		return
+	}
+	if s.misrouted(ctx) {
+		if _, again := ctx.Headers()[HeaderForwarded]; again {
+			s.rejectRecord(ctx, cmd, reject(ReasonMisroutedForward, "forwarded record is on partition %d, its key belongs on %d: partition counts differ?",
+				ctx.Partition(), topology.Partition(ctx.Key(), s.cfg.Partitions)))
+			return
 		}
-		s.rejected(ctx, err)
+		s.forward(ctx, cmd, issued)
 		return
-	}
-	if _, err := Validate(ctx.Key(), cmd); err != nil {
-		s.rejected(ctx, err)
-		return
-	}
-	// Relative delays count from the time the command was issued, which a
-	// replay reproduces: requested_at, else the record's timestamp.
-	base := ctx.Timestamp()
-	if cmd.GetRequestedAt() != nil {
-		base = cmd.GetRequestedAt().AsTime()
 	}
 	st := s.state(ctx)
 	changed := false
 	switch c := cmd.GetCommand().(type) {
 	case *pb.Command_Onboard:
-		if err := s.onboard(st, c.Onboard, base); err != nil {
-			s.rejected(ctx, err)
+		if err := s.onboard(st, c.Onboard, issued); err != nil {
+			s.rejectRecord(ctx, cmd, err)
 			return
 		}
 		changed = true
 	case *pb.Command_Cancel:
 		changed = s.cancel(ctx, st, c.Cancel.GetTaskId())
 	case *pb.Command_Reschedule:
-		changed = s.reschedule(ctx, st, c.Reschedule, base)
+		changed = s.reschedule(ctx, st, c.Reschedule, issued)
 	}
 	if changed {
 		ctx.SetValue(st)
 	}
 }
 
-func (s *Scheduler) rejected(ctx goka.Context, err error) {
-	s.Stats.Invalid.Add(1)
-	s.cfg.Logger.Warn("command rejected", "topic", ctx.Topic(), "partition", ctx.Partition(), "offset", ctx.Offset(), "key", ctx.Key(), "err", err)
+// misrouted reports a record whose key belongs on another partition, as
+// happens when the producer used another partitioner than murmur2.
+func (s *Scheduler) misrouted(ctx goka.Context) bool {
+	return s.cfg.Partitions > 1 && topology.Partition(ctx.Key(), s.cfg.Partitions) != ctx.Partition()
 }
 
-func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, base time.Time) error {
+// forward re-produces cmd to its user's partition of the same topic, keeping
+// the time it was issued so its due times do not move.
+func (s *Scheduler) forward(ctx goka.Context, cmd *pb.Command, issued time.Time) {
+	if cmd.GetRequestedAt() == nil {
+		cmd.RequestedAt = timestamppb.New(issued)
+	}
+	h := goka.Headers{}
+	for k, v := range ctx.Headers() {
+		h[k] = v
+	}
+	h[HeaderForwarded] = []byte(fmt.Sprintf("%s/%d/%d", ctx.Topic(), ctx.Partition(), ctx.Offset()))
+	ctx.Emit(s.cfg.Topics.Onboarding, ctx.Key(), cmd, goka.WithCtxEmitHeaders(h))
+	s.Stats.Forwarded.Add(1)
+}
+
+func undecodable(msg any) any {
+	if u, ok := msg.(*codec.Undecodable); ok {
+		return u.Err
+	}
+	return fmt.Sprintf("unexpected %T", msg)
+}
+
+// rejectRecord sends the record being processed to the dead-letter topic.
+func (s *Scheduler) rejectRecord(ctx goka.Context, msg any, err error) {
+	s.Stats.Invalid.Add(1)
+	reason, detail := string(ReasonUndecodable), err.Error()
+	var re *RejectError
+	if errors.As(err, &re) {
+		reason, detail = string(re.Reason), re.Detail
+	}
+	s.dlq.Send(ctx, reason, detail, rawValue(msg))
+}
+
+// rawValue is the value to keep in a dead letter: the undecodable bytes, or
+// the message encoded again.
+func rawValue(msg any) []byte {
+	switch m := msg.(type) {
+	case *codec.Undecodable:
+		return m.Data
+	case proto.Message:
+		b, _ := proto.Marshal(m)
+		return b
+	}
+	return nil
+}
+
+func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, issued time.Time) error {
+	base := issued
 	if o.GetPhone() != "" {
 		st.Phone = o.GetPhone()
 	}
@@ -244,7 +371,8 @@ func (s *Scheduler) cancel(ctx goka.Context, st *pb.UserState, task string) bool
 }
 
 // reschedule reports whether the state changed.
-func (s *Scheduler) reschedule(ctx goka.Context, st *pb.UserState, r *pb.Reschedule, base time.Time) bool {
+func (s *Scheduler) reschedule(ctx goka.Context, st *pb.UserState, r *pb.Reschedule, issued time.Time) bool {
+	base := issued
 	due := base.Add(r.GetDelay().AsDuration())
 	if r.GetDueAt() != nil {
 		due = r.GetDueAt().AsTime()

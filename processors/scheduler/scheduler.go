@@ -26,6 +26,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/processors/deadletter"
 	"github.com/ivrsched/ivrsched/processors/punctuation"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -45,6 +46,12 @@ type Config struct {
 	Storage storage.Builder
 	Clock   clock.Clock
 	Default DefaultFollowUp
+	// Limits bound what commands may ask for; zero value: DefaultLimits.
+	Limits Limits
+	// Partitions of the co-partitioned topics. A command whose key belongs
+	// on another partition than the one it arrived on is forwarded there.
+	// 0 or 1 turns the check off.
+	Partitions int32
 	// Visibility is how long a user handed to a fire message is not offered
 	// again while that message is in flight.
 	Visibility time.Duration
@@ -83,6 +90,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Limits == (Limits{}) {
+		c.Limits = DefaultLimits()
+	}
 }
 
 // Validate checks the configuration.
@@ -100,13 +110,14 @@ func (c Config) Validate() error {
 
 // Stats counts what the scheduler did since it started.
 type Stats struct {
-	Commands, Scheduled, Cancelled, Rescheduled, Fired, Republished, Invalid atomic.Int64
+	Commands, Scheduled, Cancelled, Rescheduled, Fired, Republished, Invalid, Forwarded atomic.Int64
 }
 
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.
 type Scheduler struct {
 	cfg   Config
 	punct *punctuation.Punctuator
+	dlq   *deadletter.Writer
 	Stats Stats
 }
 
@@ -127,11 +138,15 @@ func New(cfg Config, send func(partition int32) error) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, punct: p}, nil
+	dlq := &deadletter.Writer{Topic: cfg.Topics.SchedulerDLQ, Group: cfg.Topics.Scheduler, Clock: cfg.Clock, Logger: cfg.Logger}
+	return &Scheduler{cfg: cfg, punct: p, dlq: dlq}, nil
 }
 
 // Punctuator returns the scheduler's punctuator, to Run beside the processor.
 func (s *Scheduler) Punctuator() *punctuation.Punctuator { return s.punct }
+
+// DeadLetters counts the records sent to the dead-letter topic, per reason.
+func (s *Scheduler) DeadLetters() map[string]int64 { return s.dlq.Counts() }
 
 // Graph is the scheduler's group graph.
 func (s *Scheduler) Graph() *goka.GroupGraph {
@@ -142,6 +157,8 @@ func (s *Scheduler) Graph() *goka.GroupGraph {
 		goka.Loop(new(codec.Fire), s.onFire),
 		goka.Output(t.Calls, new(codec.IVRCall)),
 		goka.Output(t.Events, new(codec.ScheduleEvent)),
+		goka.Output(t.Onboarding, new(codec.Command)), // forwarding misrouted commands
+		s.dlq.Edge(),
 		goka.Persist(new(codec.UserState)),
 	)
 }
@@ -213,7 +230,10 @@ func (s *Scheduler) state(ctx goka.Context) *pb.UserState {
 }
 
 // onTick hands the partition's due users to fire messages, one per user.
-func (s *Scheduler) onTick(ctx goka.Context, _ any) {
+func (s *Scheduler) onTick(ctx goka.Context, msg any) {
+	if _, ok := msg.(*pb.Tick); !ok {
+		s.rejectRecord(ctx, msg, reject(ReasonUndecodable, "tick: %v", undecodable(msg)))
+	}
 	part := ctx.Partition()
 	defer s.punct.Ticked(part)
 	idx := s.punct.Index(part)
@@ -228,7 +248,11 @@ func (s *Scheduler) onTick(ctx goka.Context, _ any) {
 // onFire fires the user's follow-ups that are due now. If this fire message
 // is a replay (the process died before its offset was committed), the calls
 // it fired before are published again, with the same call ids.
-func (s *Scheduler) onFire(ctx goka.Context, _ any) {
+func (s *Scheduler) onFire(ctx goka.Context, msg any) {
+	if _, ok := msg.(*pb.Fire); !ok {
+		s.rejectRecord(ctx, msg, reject(ReasonUndecodable, "fire: %v", undecodable(msg)))
+		return
+	}
 	st := s.state(ctx)
 	for _, f := range st.GetFired() {
 		if f.GetFireOffset() == ctx.Offset() {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -28,20 +30,25 @@ type harness struct {
 	topics topology.Topics
 	calls  *tester.QueueTracker
 	events *tester.QueueTracker
+	dlq    *tester.QueueTracker
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 	t.Helper()
 	tt := tester.New(t)
 	clk := clock.NewFake(t0)
 	topics := topology.NewTopics("")
-	s, err := New(Config{
+	cfg := Config{
 		Topics:  topics,
 		Storage: tt.StorageBuilder(),
 		Clock:   clk,
 		Default: DefaultFollowUp{Delay: time.Minute},
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, nil)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +66,8 @@ func newHarness(t *testing.T) *harness {
 		}
 	})
 	return &harness{t: t, tt: tt, s: s, clk: clk, topics: topics,
-		calls: tt.NewQueueTracker(string(topics.Calls)), events: tt.NewQueueTracker(string(topics.Events))}
+		calls: tt.NewQueueTracker(string(topics.Calls)), events: tt.NewQueueTracker(string(topics.Events)),
+		dlq: tt.NewQueueTracker(string(topics.SchedulerDLQ))}
 }
 
 func delay(id string, d time.Duration) *pb.FollowUp {
@@ -70,12 +78,10 @@ func at(id string, due time.Time) *pb.FollowUp {
 	return &pb.FollowUp{TaskId: id, When: &pb.FollowUp_DueAt{DueAt: timestamppb.New(due)}}
 }
 
-func (h *harness) send(user string, cmd *pb.Command) {
+// send consumes cmd as a record timestamped now (or as opts say).
+func (h *harness) send(user string, cmd *pb.Command, opts ...tester.EmitOption) {
 	h.t.Helper()
-	if cmd.RequestedAt == nil {
-		cmd.RequestedAt = timestamppb.New(h.clk.Now())
-	}
-	h.tt.Consume(string(h.topics.Onboarding), user, cmd, tester.WithTime(h.clk.Now()))
+	h.tt.Consume(string(h.topics.Onboarding), user, cmd, append([]tester.EmitOption{tester.WithTime(h.clk.Now())}, opts...)...)
 }
 
 func (h *harness) onboard(user string, f ...*pb.FollowUp) {
@@ -326,30 +332,136 @@ func TestEarlyFireMessageFiresNothing(t *testing.T) {
 	}
 }
 
-func TestBadCommandsAreSkipped(t *testing.T) {
+// deadLetters drains the dead-letter topic.
+func (h *harness) deadLetters() []*pb.DeadLetter {
+	var out []*pb.DeadLetter
+	for {
+		_, v, ok := h.dlq.Next()
+		if !ok {
+			return out
+		}
+		out = append(out, v.(*pb.DeadLetter))
+	}
+}
+
+func TestBadCommandsGoToTheDeadLetterTopic(t *testing.T) {
 	h := newHarness(t)
 	topic := string(h.topics.Onboarding)
-	h.tt.Consume(topic, "u1", &codec.Undecodable{Data: []byte{0xff, 0xff, 0xff}})
+	h.tt.Consume(topic, "u1", &codec.Undecodable{Data: []byte{0xff, 0xff, 0xff}}, tester.WithHeaders(goka.Headers{"trace": []byte("abc")}))
 	h.send("u1", &pb.Command{UserId: "u2", Command: &pb.Command_Cancel{Cancel: &pb.Cancel{}}})
 	h.send("u1", &pb.Command{UserId: "u1"})
 	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "0151-123"}}})
 	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+4915112345678", TimeZone: "Mars/Olympus"}}})
 	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+4915112345678", FollowUps: []*pb.FollowUp{delay("a", -time.Second)}}}})
-	if got := h.s.Stats.Invalid.Load(); got != 6 {
-		t.Fatalf("invalid %d, want 6", got)
+	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{FollowUps: []*pb.FollowUp{delay("a", time.Second)}}}})
+	want := []Reason{ReasonUndecodable, ReasonKeyMismatch, ReasonUnknownCommand, ReasonInvalidPhone, ReasonUnknownTimeZone, ReasonNegativeDelay, ReasonMissingPhone}
+	dls := h.deadLetters()
+	if len(dls) != len(want) || h.s.Stats.Invalid.Load() != int64(len(want)) {
+		t.Fatalf("%d dead letters (invalid %d), want %d: %v", len(dls), h.s.Stats.Invalid.Load(), len(want), dls)
+	}
+	for i, dl := range dls {
+		if dl.GetReason() != string(want[i]) || dl.GetSourceTopic() != topic || string(dl.GetKey()) != "u1" || dl.GetGroup() != string(h.topics.Scheduler) || dl.GetDetail() == "" {
+			t.Fatalf("dead letter %d: %v, want reason %s", i, dl, want[i])
+		}
+	}
+	if string(dls[0].GetValue()) != "\xff\xff\xff" || len(dls[0].GetHeaders()) != 1 || dls[0].GetHeaders()[0].GetKey() != "trace" {
+		t.Fatalf("undecodable record not kept whole: %v", dls[0])
+	}
+	var back pb.Command
+	if err := proto.Unmarshal(dls[3].GetValue(), &back); err != nil || back.GetOnboard().GetPhone() != "0151-123" {
+		t.Fatalf("rejected command not kept: %v %v", &back, err)
 	}
 	if h.state("u1") != nil {
 		t.Fatal("a rejected command wrote state")
 	}
+	if got := h.s.DeadLetters()[string(ReasonUndecodable)]; got != 1 {
+		t.Fatalf("dead letter count for undecodable: %d", got)
+	}
+	// The pipeline goes on.
 	h.onboard("u1", delay("a", time.Second))
 	h.tickAt(time.Second)
 	h.expectCalls("a")
 }
 
-func TestValidateReasons(t *testing.T) {
-	onb := func(o *pb.Onboard) *pb.Command {
-		return &pb.Command{UserId: "u", Command: &pb.Command_Onboard{Onboard: o}}
+func TestUndecodableTickAndFireGoToTheDeadLetterTopic(t *testing.T) {
+	h := newHarness(t)
+	h.tt.Consume(string(h.topics.Ticks), "tick-0", &codec.Undecodable{Data: []byte{0xff}})
+	h.tt.Consume(string(h.topics.SchedulerLoop()), "u1", &codec.Undecodable{Data: []byte{0xff}})
+	dls := h.deadLetters()
+	if len(dls) != 2 || dls[0].GetReason() != string(ReasonUndecodable) || dls[1].GetSourceTopic() != string(h.topics.SchedulerLoop()) {
+		t.Fatalf("dead letters %v", dls)
 	}
+}
+
+// A command whose key belongs on another partition is forwarded to the same
+// topic (the producer's partitioner was not murmur2). The tester has one
+// partition, so the forwarded record arrives misrouted again, which must end
+// in the dead-letter topic instead of looping.
+func TestMisroutedCommandIsForwardedOnce(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Partitions = 8 })
+	var key string
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("user-%d", i); topology.Partition(k, 8) != 0 {
+			key = k
+		}
+	}
+	issued := t0.Add(-time.Minute)
+	onboarding := h.tt.NewQueueTracker(string(h.topics.Onboarding))
+	h.send(key, &pb.Command{UserId: key, Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+4915112345678", FollowUps: []*pb.FollowUp{delay("a", time.Hour)}}}},
+		tester.WithTime(issued))
+	if h.s.Stats.Forwarded.Load() != 1 {
+		t.Fatalf("forwarded %d, want 1", h.s.Stats.Forwarded.Load())
+	}
+	onboarding.Seek(1)
+	hdr, _, v, ok := onboarding.NextWithHeaders()
+	if !ok || string(hdr[HeaderForwarded]) == "" || !v.(*pb.Command).GetRequestedAt().AsTime().Equal(issued) {
+		t.Fatalf("forwarded record: ok %v headers %v value %v; want the header and the original issue time", ok, hdr, v)
+	}
+	dls := h.deadLetters()
+	if len(dls) != 1 || dls[0].GetReason() != string(ReasonMisroutedForward) {
+		t.Fatalf("dead letters %v", dls)
+	}
+	if h.state(key) != nil {
+		t.Fatal("a misrouted command was applied on the wrong partition")
+	}
+}
+
+func TestLimits(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Limits = Limits{MaxDelay: 48 * time.Hour, MaxPast: time.Hour, PastDue: PastDueReject, MaxPayload: 8}
+	})
+	ob := func(f ...*pb.FollowUp) *pb.Command {
+		return &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+4915112345678", FollowUps: f}}}
+	}
+	h.send("u1", ob(delay("a", 49*time.Hour)))
+	h.send("u1", ob(at("a", t0.Add(49*time.Hour))))
+	h.send("u1", ob(at("a", t0.Add(-2*time.Hour))))
+	h.send("u1", ob(&pb.FollowUp{TaskId: "a", When: &pb.FollowUp_Delay{Delay: durationpb.New(time.Hour)}, Payload: make([]byte, 9)}))
+	want := []Reason{ReasonDelayTooLong, ReasonDueTooFarFuture, ReasonDueTooFarPast, ReasonPayloadTooLarge}
+	dls := h.deadLetters()
+	if len(dls) != len(want) {
+		t.Fatalf("dead letters %v", dls)
+	}
+	for i, dl := range dls {
+		if dl.GetReason() != string(want[i]) {
+			t.Fatalf("dead letter %d reason %s, want %s", i, dl.GetReason(), want[i])
+		}
+	}
+	// Within the limits: a due time 30 minutes in the past fires at once.
+	h.send("u1", ob(at("late", t0.Add(-30*time.Minute)), delay("b", 48*time.Hour)))
+	h.tickAt(0)
+	h.expectCalls("late")
+}
+
+func TestPastDueFirePolicy(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Limits = Limits{MaxDelay: time.Hour, MaxPast: time.Minute, PastDue: PastDueFire} })
+	h.onboard("u1", at("old", t0.Add(-24*time.Hour)))
+	h.tickAt(0)
+	h.expectCalls("old")
+}
+
+func TestValidateReasons(t *testing.T) {
+	onb := func(o *pb.Onboard) *pb.Command { return &pb.Command{UserId: "u", Command: &pb.Command_Onboard{Onboard: o}} }
 	cases := []struct {
 		key  string
 		cmd  *pb.Command
@@ -361,18 +473,24 @@ func TestValidateReasons(t *testing.T) {
 		{"u", onb(&pb.Onboard{Phone: "+0123"}), ReasonInvalidPhone},
 		{"u", onb(&pb.Onboard{TimeZone: "Nowhere/City"}), ReasonUnknownTimeZone},
 		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", -1)}}), ReasonNegativeDelay},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", 401 * 24 * time.Hour)}}), ReasonDelayTooLong},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{at("x", t0.Add(401*24*time.Hour))}}), ReasonDueTooFarFuture},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{at("x", t0.Add(-25*time.Hour))}}), ReasonDueTooFarPast},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{{TaskId: "x"}}}), ReasonMissingWhen},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{{TaskId: "x", When: &pb.FollowUp_Delay{Delay: durationpb.New(1)}, Payload: make([]byte, 16<<10+1)}}}), ReasonPayloadTooLarge},
 		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", 1), delay("x", 2)}}), ReasonDuplicateTaskID},
 		{"u", &pb.Command{UserId: "u", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{}}}, ReasonMissingTaskID},
 		{"u", &pb.Command{UserId: "u", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{TaskId: "x"}}}, ReasonMissingWhen},
 	}
 	for _, c := range cases {
-		_, err := Validate(c.key, c.cmd)
+		_, err := Validate(c.key, c.cmd, t0, DefaultLimits())
 		re, ok := err.(*RejectError)
 		if !ok || re.Reason != c.want {
 			t.Errorf("Validate(%q, %v) = %v, want reason %s", c.key, c.cmd, err, c.want)
 		}
 	}
-	if u, err := Validate("u", onb(&pb.Onboard{Phone: "+14155550123", TimeZone: "America/Los_Angeles", FollowUps: []*pb.FollowUp{delay("x", time.Hour)}})); err != nil || u != "u" {
+	valid := onb(&pb.Onboard{Phone: "+14155550123", TimeZone: "America/Los_Angeles", FollowUps: []*pb.FollowUp{delay("x", time.Hour), at("y", t0.Add(-time.Hour))}})
+	if u, err := Validate("u", valid, t0, DefaultLimits()); err != nil || u != "u" {
 		t.Fatalf("valid command rejected: %v", err)
 	}
 }

@@ -1,0 +1,103 @@
+// Package deadletter routes records a processor cannot accept to a
+// dead-letter topic, with the reason, so that the pipeline keeps running and
+// nothing is lost: the original key, value, headers and source position
+// travel in a DeadLetter envelope.
+package deadletter
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lovoo/goka"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/ivrsched/ivrsched/codec"
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/clock"
+)
+
+// Header names added to every dead letter.
+const (
+	HeaderReason = "ivrsched-dlq-reason"
+	HeaderSource = "ivrsched-dlq-source" // topic/partition/offset
+)
+
+// Writer sends dead letters from inside a Goka callback. Its topic must be
+// declared as an output of the group (Edge).
+type Writer struct {
+	Topic  goka.Stream
+	Group  goka.Group
+	Clock  clock.Clock
+	Logger *slog.Logger
+
+	counts sync.Map // reason → *atomic.Int64
+}
+
+// Edge declares the dead-letter topic as an output of a group graph.
+func (w *Writer) Edge() goka.Edge { return goka.Output(w.Topic, new(codec.DeadLetter)) }
+
+// Send writes the record being processed to the dead-letter topic. value is
+// the record's value: the bytes of an undecodable record, or the re-encoded
+// message.
+func (w *Writer) Send(ctx goka.Context, reason, detail string, value []byte) {
+	now := time.Now()
+	if w.Clock != nil {
+		now = w.Clock.Now()
+	}
+	src := fmt.Sprintf("%s/%d/%d", ctx.Topic(), ctx.Partition(), ctx.Offset())
+	dl := &pb.DeadLetter{
+		Reason:          reason,
+		Detail:          detail,
+		Group:           string(w.Group),
+		SourceTopic:     string(ctx.Topic()),
+		SourcePartition: ctx.Partition(),
+		SourceOffset:    ctx.Offset(),
+		SourceTimestamp: timestamppb.New(ctx.Timestamp()),
+		Key:             []byte(ctx.Key()),
+		Value:           value,
+		At:              timestamppb.New(now),
+	}
+	headers := goka.Headers{}
+	keys := make([]string, 0, len(ctx.Headers()))
+	for k := range ctx.Headers() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := ctx.Headers()[k]
+		dl.Headers = append(dl.Headers, &pb.Header{Key: k, Value: v})
+		headers[k] = v
+	}
+	headers[HeaderReason] = []byte(reason)
+	headers[HeaderSource] = []byte(src)
+	ctx.Emit(w.Topic, ctx.Key(), dl, goka.WithCtxEmitHeaders(headers))
+
+	c, _ := w.counts.LoadOrStore(reason, new(atomic.Int64))
+	n := c.(*atomic.Int64).Add(1)
+	if w.Logger != nil {
+		w.Logger.Warn("dead letter", "reason", reason, "detail", detail, "source", src, "key", ctx.Key(), "reason_total", n)
+	}
+}
+
+// Counts returns how many dead letters were sent, per reason.
+func (w *Writer) Counts() map[string]int64 {
+	out := map[string]int64{}
+	w.counts.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// Total is the number of dead letters sent.
+func (w *Writer) Total() int64 {
+	var n int64
+	for _, v := range w.Counts() {
+		n += v
+	}
+	return n
+}
