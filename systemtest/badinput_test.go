@@ -1,0 +1,306 @@
+package systemtest
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/processors/scheduler"
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// rawRecord is a record produced by hand, to an explicit partition.
+type rawRecord struct {
+	key       string
+	value     []byte
+	partition int32
+	reason    scheduler.Reason // expected dead-letter reason; "" for a valid record
+}
+
+// partitioners a producer might have used, by name.
+var partitioners = map[string]func(key string, n int32) int32{
+	"murmur2": topology.Partition, // Java client, kafkajs
+	"crc32": func(key string, n int32) int32 { // librdkafka, kcat: consistent
+		return int32(crc32.ChecksumIEEE([]byte(key)) % uint32(n))
+	},
+	"fnv1a": func(key string, n int32) int32 { // Sarama's and Goka's default
+		h := fnv.New32a()
+		h.Write([]byte(key))
+		p := int32(h.Sum32()) % n
+		if p < 0 {
+			p = -p
+		}
+		return p
+	},
+}
+
+// 1,000 valid follow-ups, placed with murmur2, CRC32, FNV-1a or by hand,
+// interleaved with 200 bad records of every kind, all produced raw: every
+// bad record lands in the dead-letter topic with its reason, every valid
+// follow-up fires exactly once, never early, and the processors keep running.
+func TestBadInput(t *testing.T) {
+	brokers := needKafka(t)
+	pfx, parts := prefix(t), 6
+	topics := topology.NewTopics(pfx)
+	prov := newProvider(t)
+	ivr := start(t, "run", append([]string{"run", "--http", ""}, roleArgs(t, brokers, pfx, parts, "--provider", "webhook", "--webhook-url", prov.url())...)...)
+
+	rng := rand.New(rand.NewPCG(42, 1))
+	now := time.Now()
+	issued := timestamppb.New(now)
+	begin := now.Add(5 * time.Second)
+	n := int32(parts)
+	var recs []rawRecord
+	want := map[followUp]time.Time{}
+
+	// Valid follow-ups, a quarter per partitioner and a quarter placed by hand.
+	names := []string{"murmur2", "crc32", "fnv1a", "manual"}
+	misrouted := 0
+	for i := 0; i < 1000; i++ {
+		user := fmt.Sprintf("good-%04d", i)
+		due := begin.Add(time.Duration(rng.IntN(10000)) * time.Millisecond)
+		want[followUp{user, "call"}] = due
+		cmd := &pb.Command{UserId: user, RequestedAt: issued, Command: &pb.Command_Onboard{Onboard: &pb.Onboard{
+			Phone: "+14155550100", FollowUps: []*pb.FollowUp{{TaskId: "call", When: &pb.FollowUp_DueAt{DueAt: timestamppb.New(due)}}}}}}
+		var part int32
+		if name := names[i%4]; name == "manual" {
+			part = rng.Int32N(n)
+		} else {
+			part = partitioners[name](user, n)
+		}
+		if part != topology.Partition(user, n) {
+			misrouted++
+		}
+		recs = append(recs, rawRecord{key: user, value: marshal(t, cmd), partition: part})
+	}
+
+	// Bad records: 200 of every kind.
+	onboard := func(user string, o *pb.Onboard) *pb.Command {
+		return &pb.Command{UserId: user, RequestedAt: issued, Command: &pb.Command_Onboard{Onboard: o}}
+	}
+	delay := func(d time.Duration) *pb.FollowUp {
+		return &pb.FollowUp{TaskId: "t", When: &pb.FollowUp_Delay{Delay: durationpb.New(d)}}
+	}
+	dueAt := func(t time.Time) *pb.FollowUp {
+		return &pb.FollowUp{TaskId: "t", When: &pb.FollowUp_DueAt{DueAt: timestamppb.New(t)}}
+	}
+	kinds := []struct {
+		reason scheduler.Reason
+		make   func(user string) (key string, value []byte)
+	}{
+		{scheduler.ReasonUndecodable, func(u string) (string, []byte) { return u, []byte{0xff, 0xff, 0x01, 0x02} }},
+		{scheduler.ReasonUnknownCommand, func(u string) (string, []byte) {
+			// A command case from a newer producer: field 99, unknown here.
+			b := marshal(t, &pb.Command{UserId: u, RequestedAt: issued})
+			b = protowire.AppendTag(b, 99, protowire.BytesType)
+			return u, protowire.AppendBytes(b, []byte("future"))
+		}},
+		{scheduler.ReasonMissingUserID, func(string) (string, []byte) {
+			return "", marshal(t, onboard("", &pb.Onboard{Phone: "+14155550100"}))
+		}},
+		{scheduler.ReasonKeyMismatch, func(u string) (string, []byte) {
+			return u, marshal(t, onboard(u+"-other", &pb.Onboard{Phone: "+14155550100"}))
+		}},
+		{scheduler.ReasonMissingPhone, func(u string) (string, []byte) { return u, marshal(t, onboard(u, &pb.Onboard{})) }},
+		{scheduler.ReasonInvalidPhone, func(u string) (string, []byte) {
+			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "0049 151 1234"}))
+		}},
+		{scheduler.ReasonUnknownTimeZone, func(u string) (string, []byte) {
+			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", TimeZone: "Europe/Atlantis"}))
+		}},
+		{scheduler.ReasonNegativeDelay, func(u string) (string, []byte) {
+			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(-time.Minute)}}))
+		}},
+		{scheduler.ReasonDelayTooLong, func(u string) (string, []byte) {
+			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(401 * 24 * time.Hour)}}))
+		}},
+		{scheduler.ReasonDueTooFarPast, func(u string) (string, []byte) {
+			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{dueAt(now.Add(-48 * time.Hour))}}))
+		}},
+		{scheduler.ReasonDueTooFarFuture, func(u string) (string, []byte) {
+			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{dueAt(now.Add(500 * 24 * time.Hour))}}))
+		}},
+		{scheduler.ReasonMissingTaskID, func(u string) (string, []byte) {
+			return u, marshal(t, &pb.Command{UserId: u, RequestedAt: issued, Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{When: &pb.Reschedule_Delay{Delay: durationpb.New(time.Minute)}}}})
+		}},
+		{scheduler.ReasonDuplicateTaskID, func(u string) (string, []byte) {
+			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(time.Hour), delay(2 * time.Hour)}}))
+		}},
+		{scheduler.ReasonMissingWhen, func(u string) (string, []byte) {
+			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{{TaskId: "t"}}}))
+		}},
+		{scheduler.ReasonPayloadTooLarge, func(u string) (string, []byte) {
+			f := delay(time.Hour)
+			f.Payload = make([]byte, 17<<10)
+			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{f}}))
+		}},
+	}
+	const perKind = 200
+	for _, k := range kinds {
+		for i := 0; i < perKind; i++ {
+			key, value := k.make(fmt.Sprintf("bad-%s-%03d", k.reason, i))
+			recs = append(recs, rawRecord{key: key, value: value, partition: rng.Int32N(n), reason: k.reason})
+		}
+	}
+	// Cancels of tasks nobody scheduled: reported on followup-events, not dead letters.
+	for i := 0; i < perKind; i++ {
+		user := fmt.Sprintf("nobody-%03d", i)
+		recs = append(recs, rawRecord{key: user, partition: topology.Partition(user, n),
+			value: marshal(t, &pb.Command{UserId: user, RequestedAt: issued, Command: &pb.Command_Cancel{Cancel: &pb.Cancel{TaskId: "x"}}})})
+	}
+	rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
+	produceRaw(t, brokers, string(topics.Onboarding), recs)
+	t.Logf("produced %d records: 1000 valid (%d on another partition than murmur2's), %d bad in %d kinds, %d cancels of unknown tasks",
+		len(recs), misrouted, perKind*len(kinds), len(kinds), perKind)
+	if misrouted < 300 {
+		t.Fatalf("only %d valid records misrouted; the test needs many", misrouted)
+	}
+
+	r := prov.waitAll(t, want, begin.Add(90*time.Second), ivr)
+	r.check(t)
+
+	// Every bad record is a dead letter with the right reason and its source.
+	wantReason := map[string]scheduler.Reason{}
+	for _, rec := range recs {
+		if rec.reason != "" && rec.key != "" {
+			wantReason[rec.key] = rec.reason
+		}
+	}
+	byReason := map[string]int{}
+	dls := consumeAll(t, brokers, string(topics.SchedulerDLQ), perKind*len(kinds), 60*time.Second)
+	for _, m := range dls {
+		var dl pb.DeadLetter
+		if err := proto.Unmarshal(m.Value, &dl); err != nil {
+			t.Fatalf("dead letter does not decode: %v", err)
+		}
+		if dl.GetSourceTopic() != string(topics.Onboarding) || string(dl.GetKey()) != string(m.Key) || len(dl.GetValue()) == 0 ||
+			string(headerValue(m, "ivrsched-dlq-reason")) != dl.GetReason() {
+			t.Fatalf("dead letter lacks its source, key, value or reason header: %v", &dl)
+		}
+		if w, ok := wantReason[string(m.Key)]; ok && string(w) != dl.GetReason() {
+			t.Fatalf("record %q: reason %s, want %s (%s)", m.Key, dl.GetReason(), w, dl.GetDetail())
+		}
+		if !has(wantReason, string(m.Key)) && dl.GetReason() != string(scheduler.ReasonMissingUserID) {
+			t.Fatalf("unexpected dead letter %q: %s %s", m.Key, dl.GetReason(), dl.GetDetail())
+		}
+		byReason[dl.GetReason()]++
+	}
+	for _, k := range kinds {
+		if byReason[string(k.reason)] != perKind {
+			t.Errorf("reason %s: %d dead letters, want %d", k.reason, byReason[string(k.reason)], perKind)
+		}
+	}
+	t.Logf("dead letters by reason: %v", byReason)
+
+	events := consumeAll(t, brokers, string(topics.Events), perKind, 30*time.Second)
+	for _, m := range events {
+		var ev pb.ScheduleEvent
+		if err := proto.Unmarshal(m.Value, &ev); err != nil || ev.GetKind() != pb.ScheduleEvent_KIND_UNKNOWN_TASK || !strings.HasPrefix(ev.GetUserId(), "nobody-") {
+			t.Fatalf("event %v (%v), want unknown task for a nobody user", &ev, err)
+		}
+	}
+	if err := ivr.exited(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func has(m map[string]scheduler.Reason, k string) bool { _, found := m[k]; return found }
+
+func marshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func headerValue(m *sarama.ConsumerMessage, key string) []byte {
+	for _, h := range m.Headers {
+		if string(h.Key) == key {
+			return h.Value
+		}
+	}
+	return nil
+}
+
+func saramaConfig() *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = sarama.V3_6_0_0
+	c.Producer.Return.Successes = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	return c
+}
+
+// produceRaw writes the records to their partitions, in order.
+func produceRaw(t *testing.T, brokers, topic string, recs []rawRecord) {
+	t.Helper()
+	p, err := sarama.NewSyncProducer(strings.Split(brokers, ","), saramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	msgs := make([]*sarama.ProducerMessage, len(recs))
+	for i, r := range recs {
+		msgs[i] = &sarama.ProducerMessage{Topic: topic, Partition: r.partition, Key: sarama.StringEncoder(r.key), Value: sarama.ByteEncoder(r.value)}
+	}
+	if err := p.SendMessages(msgs); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// consumeAll reads a topic from the start until it has want records.
+func consumeAll(t *testing.T, brokers, topic string, want int, within time.Duration) []*sarama.ConsumerMessage {
+	t.Helper()
+	c, err := sarama.NewConsumer(strings.Split(brokers, ","), saramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	parts, err := c.Partitions(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	all := make(chan *sarama.ConsumerMessage)
+	for _, p := range parts {
+		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		go func() {
+			for m := range pc.Messages() {
+				select {
+				case all <- m:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	var out []*sarama.ConsumerMessage
+	for len(out) < want {
+		select {
+		case m := <-all:
+			out = append(out, m)
+		case <-ctx.Done():
+			t.Fatalf("%s: %d of %d records within %v", topic, len(out), want, within)
+		}
+	}
+	return out
+}
