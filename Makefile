@@ -3,7 +3,11 @@ GO       ?= go
 BIN      := bin
 PROTOC_GEN_GO_VERSION := v1.36.10
 
-.PHONY: run test unit vet build proto clean
+FUZZTIME ?= 2m
+# package:target pairs of the fuzz targets
+FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./processors/scheduler:FuzzEarliestDue
+
+.PHONY: run test unit vet build proto clean fuzz fuzz-short
 
 ## run: the whole product on an embedded broker, with sample onboarding events
 run:
@@ -13,10 +17,21 @@ run:
 ## real Apache Kafka suite, which fetches and starts Kafka itself)
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) fuzz-short
 
 ## unit: the fast tests only (no Apache Kafka)
 unit:
 	$(GO) test -race -count=1 -short ./...
+
+## fuzz: every fuzz target for $(FUZZTIME) each; fuzz-short: 5 s each (part of test)
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) $${t%%:*} || exit 1; \
+	done
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 vet:
 	$(GO) vet ./...

@@ -320,6 +320,10 @@ func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, issued time.Time) e
 	if len(follow) == 0 {
 		d := s.cfg.Default
 		follow = []*pb.FollowUp{{TaskId: d.TaskID, When: &pb.FollowUp_Delay{Delay: durationpb.New(d.Delay)}, Action: d.Action}}
+		// An old onboarded_at can put the default follow-up out of bounds.
+		if err := checkDue(d.TaskID, follow[0].GetDelay(), nil, base, issued, s.cfg.Limits); err != nil {
+			return err
+		}
 	}
 	for i, f := range follow {
 		due := base.Add(f.GetDelay().AsDuration())
