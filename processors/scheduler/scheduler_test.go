@@ -461,7 +461,9 @@ func TestPastDueFirePolicy(t *testing.T) {
 }
 
 func TestValidateReasons(t *testing.T) {
-	onb := func(o *pb.Onboard) *pb.Command { return &pb.Command{UserId: "u", Command: &pb.Command_Onboard{Onboard: o}} }
+	onb := func(o *pb.Onboard) *pb.Command {
+		return &pb.Command{UserId: "u", Command: &pb.Command_Onboard{Onboard: o}}
+	}
 	cases := []struct {
 		key  string
 		cmd  *pb.Command
@@ -473,7 +475,7 @@ func TestValidateReasons(t *testing.T) {
 		{"u", onb(&pb.Onboard{Phone: "+0123"}), ReasonInvalidPhone},
 		{"u", onb(&pb.Onboard{TimeZone: "Nowhere/City"}), ReasonUnknownTimeZone},
 		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", -1)}}), ReasonNegativeDelay},
-		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", 401 * 24 * time.Hour)}}), ReasonDelayTooLong},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", 401*24*time.Hour)}}), ReasonDelayTooLong},
 		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{at("x", t0.Add(401*24*time.Hour))}}), ReasonDueTooFarFuture},
 		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{at("x", t0.Add(-25*time.Hour))}}), ReasonDueTooFarPast},
 		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{{TaskId: "x"}}}), ReasonMissingWhen},
