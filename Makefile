@@ -16,8 +16,9 @@ run:
 ## test: vet, then every test (unit, end-to-end on the embedded broker, and the
 ## real Apache Kafka suite, which fetches and starts Kafka itself)
 test: vet
-	$(GO) test -race -count=1 -timeout 20m ./...
-	$(MAKE) fuzz-short
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /systemtest)
+	$(GO) test -race -count=1 -timeout 20m -v ./systemtest/
+	$(MAKE) --no-print-directory fuzz-short
 
 ## unit: the fast tests only (no Apache Kafka)
 unit:
