@@ -191,13 +191,58 @@ func (t Topics) Specs() []TopicSpec {
 	}
 }
 
+// ErrUnreachable reports brokers that did not answer within the dial timeout.
+var ErrUnreachable = errors.New("brokers not reachable")
+
+// Connect returns a client of the cluster, or ErrUnreachable naming the
+// brokers if none answered within k.DialTimeout (10 s if unset).
+func (k Kafka) Connect(ctx context.Context) (sarama.Client, error) {
+	timeout := k.DialTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	type result struct {
+		c   sarama.Client
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := sarama.NewClient(k.Brokers, k.Sarama())
+		done <- result{c, err}
+	}()
+	fail := func(why error) error {
+		go func() { // close a client that arrives late
+			if r := <-done; r.err == nil {
+				r.c.Close()
+			}
+		}()
+		return why
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, strings.Join(k.Brokers, ","), r.err)
+		}
+		return r.c, nil
+	case <-time.After(timeout):
+		return nil, fail(fmt.Errorf("%w: %s did not answer within %v", ErrUnreachable, strings.Join(k.Brokers, ","), timeout))
+	case <-ctx.Done():
+		return nil, fail(ctx.Err())
+	}
+}
+
 // EnsureTopics creates the missing topics and checks the existing ones: every
 // topic must have k.Partitions partitions (they are co-partitioned), and a
 // table topic must be compacted.
 func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
-	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
+	client, err := k.Connect(ctx)
 	if err != nil {
-		return fmt.Errorf("connect to brokers %s: %w", strings.Join(k.Brokers, ","), err)
+		return err
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return fmt.Errorf("cluster admin: %w", err)
 	}
 	defer admin.Close()
 	existing, err := admin.ListTopics()

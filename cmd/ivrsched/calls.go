@@ -33,13 +33,9 @@ func cmdCalls(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	topic := string(k.topics().Calls)
-	var client sarama.Client
-	err = withTimeout(ctx, k.timeout, cfg.Brokers, func() (err error) {
-		client, err = sarama.NewClient(cfg.Brokers, cfg.Sarama())
-		return err
-	})
+	client, err := cfg.Connect(ctx)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return err
 	}
 	defer client.Close()
 	consumer, err := sarama.NewConsumerFromClient(client)

@@ -57,11 +57,17 @@ func TestUnreachableBrokersFailWithinTimeout(t *testing.T) {
 	}
 	addr := ln.Addr().String() // accepts connections, never answers
 	defer ln.Close()
-	var errb bytes.Buffer
-	start := time.Now()
-	code := realMain(context.Background(), []string{"onboard", "--user", "u", "--phone", "+14155550123", "--brokers", addr, "--timeout", "1s"}, io.Discard, &errb)
-	if code != 1 || !strings.Contains(errb.String(), addr) || time.Since(start) > 5*time.Second {
-		t.Fatalf("exit %d after %v, stderr %q; want exit 1 naming %s within the timeout", code, time.Since(start), errb.String(), addr)
+	for _, args := range [][]string{
+		{"onboard", "--user", "u", "--phone", "+14155550123"},
+		{"calls"},
+		{"scheduler", "--data-dir", t.TempDir()},
+	} {
+		var errb bytes.Buffer
+		start := time.Now()
+		code := realMain(context.Background(), append(args, "--brokers", addr, "--timeout", "1s"), io.Discard, &errb)
+		if code != 1 || !strings.Contains(errb.String(), addr) || time.Since(start) > 5*time.Second {
+			t.Errorf("%s: exit %d after %v, stderr %q; want exit 1 naming %s within the timeout", args[0], code, time.Since(start), errb.String(), addr)
+		}
 	}
 }
 
