@@ -508,3 +508,17 @@ func newClusterID() (string, error) {
 		}
 	}
 }
+
+// DataDir is the broker's log directory (for measuring what it stores).
+func (b *Broker) DataDir() string { return filepath.Join(b.dir, "data") }
+
+// PID is the broker process's id, or 0 when it is not running (for
+// measuring its CPU and memory).
+func (b *Broker) PID() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}

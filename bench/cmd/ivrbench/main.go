@@ -1,0 +1,172 @@
+// Command ivrbench runs one workload against ivrsched and the systems users
+// pick instead, one after the other on this machine, and writes a markdown
+// table (stdout), results.json and SVG plots.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ivrsched/ivrsched/bench/harness"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
+)
+
+type settings struct {
+	n, crash, partitions, payload int
+	lead, window, wait            time.Duration
+	systems, out, kafka           string
+	seed                          uint64
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "ivrbench:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("ivrbench", flag.ContinueOnError)
+	var s settings
+	fs.IntVar(&s.n, "n", 20000, "follow-ups per phase (steady and burst), for n/2 users")
+	fs.IntVar(&s.crash, "crash", 4000, "follow-ups of the kill -9 phase (0: skip it)")
+	fs.IntVar(&s.partitions, "partitions", 8, "partitions of every topic")
+	fs.IntVar(&s.payload, "payload", 64, "payload bytes per follow-up")
+	fs.DurationVar(&s.lead, "lead", 8*time.Second, "time from the start of scheduling to the first due time")
+	fs.DurationVar(&s.window, "window", 10*time.Second, "steady phase: due times spread over this window")
+	fs.DurationVar(&s.wait, "wait", 30*time.Second, "how long after the last due time to wait for fires")
+	fs.StringVar(&s.systems, "systems", "all", "comma-separated systems to run, or all: "+strings.Join(names(), ","))
+	fs.StringVar(&s.out, "out", "bench-results", "directory for results.json and the plots")
+	fs.StringVar(&s.kafka, "kafka", "", "bootstrap address of an existing Kafka (default: start Apache Kafka)")
+	fs.Uint64Var(&s.seed, "seed", 1, "random seed of the workload")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	chosen, err := choose(s.systems)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	work, err := os.MkdirTemp("", "ivrbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	if err := os.MkdirAll(s.out, 0o755); err != nil {
+		return err
+	}
+
+	env := harness.Env{WorkDir: work, Partitions: s.partitions, Log: log}
+	var kafka harness.Backend
+	kafkaDir := ""
+	if s.kafka != "" {
+		env.KafkaBrokers = s.kafka
+		kafka = harness.KafkaBackend{Brokers: []string{s.kafka}, Pid: func() int { return 0 }}
+	} else if needs(chosen, "kafka") {
+		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion)
+		b, err := kafkatest.Start(ctx)
+		if err != nil {
+			return fmt.Errorf("kafka: %w", err)
+		}
+		defer b.Stop()
+		env.KafkaBrokers = b.Addr()
+		kafkaDir = b.DataDir()
+		kafka = harness.KafkaBackend{Brokers: []string{b.Addr()}, DataDir: kafkaDir, Pid: b.PID}
+	}
+	var redis harness.Backend
+	if needs(chosen, "redis") {
+		addr, pid, stopRedis, err := startRedis(ctx, filepath.Join(work, "redis"))
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		defer stopRedis()
+		env.RedisAddr = addr
+		redis = harness.RedisBackend{Addr: addr, Pid: func() int { return pid }}
+	}
+
+	w := harness.Workload{N: s.n, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, Seed: s.seed}
+	var results []harness.Result
+	for _, e := range chosen {
+		sys := e.make()
+		subj := harness.Subject{System: sys, Name: e.backend}
+		switch e.backend {
+		case "kafka":
+			subj.Backend = kafka
+		case "redis":
+			subj.Backend = redis
+		case "embedded":
+			subj.Backend = embeddedBackend(sys)
+		}
+		env.WorkDir = filepath.Join(work, sys.Name())
+		if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
+			return err
+		}
+		log.Info("benchmark", "system", sys.Name())
+		r := harness.Run(ctx, subj, env, w)
+		results = append(results, r)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return report(stdout, s, results)
+}
+
+func report(stdout io.Writer, s settings, rs []harness.Result) error {
+	fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; %s, %d CPUs, %s\n\n",
+		s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
+	harness.Markdown(stdout, rs, "ivrsched-kafka")
+	doc := map[string]any{
+		"settings": map[string]any{"n": s.n, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
+			"payload_bytes": s.payload, "crash_n": s.crash, "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
+			"at": time.Now().UTC()},
+		"results": rs,
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.out, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	plots := map[string]func(io.Writer){
+		"lateness.svg": func(w io.Writer) { harness.LatencySVG(w, rs) },
+		"burst.svg": func(w io.Writer) {
+			harness.BarsSVG(w, rs, "Burst: fires per second when all follow-ups are due at once", "/s", func(r harness.Result) float64 { return r.Burst.FirePerSec })
+		},
+		"schedule.svg": func(w io.Writer) {
+			harness.BarsSVG(w, rs, "Scheduling throughput", "/s", func(r harness.Result) float64 { return r.Steady.SchedulePerSec })
+		},
+		"cpu.svg": func(w io.Writer) {
+			harness.BarsSVG(w, rs, "CPU seconds per 1,000 follow-ups (system + broker/Redis), steady phase", "s", func(r harness.Result) float64 { return r.Steady.CPUPer1000 })
+		},
+	}
+	for name, draw := range plots {
+		f, err := os.Create(filepath.Join(s.out, name))
+		if err != nil {
+			return err
+		}
+		draw(f)
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "\nresults.json and plots in %s\n", s.out)
+	return nil
+}

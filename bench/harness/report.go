@@ -1,0 +1,146 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Markdown writes the results as a table, then the ratio lines of subject
+// against every other system.
+func Markdown(w io.Writer, rs []Result, subject string) {
+	fmt.Fprintln(w, "| system | backend | schedule /s | steady lateness p50 / p90 / p99 / max ms | early | burst fires /s | burst p99 ms | backend msgs / follow-up | backend bytes / follow-up | CPU s / 1000 (system + backend) | peak RSS MB | missing | duplicates | kill -9: first fire after restart s / dups / lost |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rs {
+		if r.Error != "" {
+			fmt.Fprintf(w, "| %s | %s | error: %s |||||||||||\n", r.System, r.Backend, strings.ReplaceAll(r.Error, "|", "/"))
+			continue
+		}
+		s, b := r.Steady, r.Burst
+		crash := "-"
+		if c := r.Crash; c != nil {
+			crash = fmt.Sprintf("%.1f / %d / %d", c.FirstFireAfterSec, c.Duplicates, c.Lost)
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f / %.0f / %.0f / %.0f | %d (max %.0f ms) | %.0f | %.0f | %.2f | %.0f | %.2f | %.0f | %d | %d | %s |\n",
+			r.System, r.Backend, s.SchedulePerSec, s.P50Ms, s.P90Ms, s.P99Ms, s.MaxMs, s.Early+b.Early, math.Max(s.MaxEarlyMs, b.MaxEarlyMs),
+			b.FirePerSec, b.P99Ms, s.BackendMsgsPerFU, s.BackendBytesPerFU, s.CPUPer1000, float64(r.PeakRSS)/(1<<20),
+			s.Missing+b.Missing, s.Duplicates+b.Duplicates, crash)
+	}
+	var me *Result
+	for i := range rs {
+		if rs[i].System == subject && rs[i].Error == "" {
+			me = &rs[i]
+		}
+	}
+	if me == nil {
+		return
+	}
+	fmt.Fprintln(w)
+	var fire, p99 []string
+	for _, r := range rs {
+		if r.System == subject || r.Error != "" || r.Burst.FirePerSec == 0 {
+			continue
+		}
+		fire = append(fire, fmt.Sprintf("%.1f× %s", me.Burst.FirePerSec/r.Burst.FirePerSec, r.System))
+		p99 = append(p99, fmt.Sprintf("%.1f× lower than %s", math.Max(r.Steady.P99Ms, 0.001)/math.Max(me.Steady.P99Ms, 0.001), r.System))
+	}
+	fmt.Fprintf(w, "Burst fire throughput of %s: %s.\n\n", subject, strings.Join(fire, ", "))
+	fmt.Fprintf(w, "Steady p99 lateness of %s: %s.\n", subject, strings.Join(p99, ", "))
+}
+
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
+
+// LatencySVG plots each system's steady-phase lateness distribution (CDF),
+// lateness on a log axis from 1 ms.
+func LatencySVG(w io.Writer, rs []Result) {
+	const W, H, L, B, R, T = 760, 420, 60, 50, 210, 20
+	maxMs := 10.0
+	for _, r := range rs {
+		if r.Steady != nil {
+			maxMs = math.Max(maxMs, r.Steady.MaxMs)
+		}
+	}
+	lx := func(ms float64) float64 {
+		return L + (W-L-R)*math.Log10(math.Max(ms, 1))/math.Log10(maxMs)
+	}
+	ly := func(q float64) float64 { return T + (H-T-B)*(1-q) }
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="14">Steady-phase firing lateness (CDF; early fires clamp to 1 ms)</text>`+"\n", L)
+	for d := 1.0; d <= maxMs*1.0001; d *= 10 {
+		x := lx(d)
+		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, T, x, H-B, x, H-B+16, msLabel(d))
+	}
+	for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
+		fmt.Fprintf(w, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">p%g</text>`+"\n", L, ly(q), W-R, ly(q), L-4, ly(q)+4, q*100)
+	}
+	fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">lateness (log scale)</text>`+"\n", (W-R+L)/2, H-12)
+	for i, r := range rs {
+		if r.Steady == nil || len(r.Steady.Sample) == 0 {
+			continue
+		}
+		c := palette[i%len(palette)]
+		var pts []string
+		n := len(r.Steady.Sample)
+		for j, ms := range r.Steady.Sample {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", lx(ms), ly(float64(j+1)/float64(n))))
+		}
+		fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", c, strings.Join(pts, " "))
+		fmt.Fprintf(w, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", W-R+10, T+i*18, c, W-R+26, T+i*18+10, r.System)
+	}
+	fmt.Fprintln(w, "</svg>")
+}
+
+// BarsSVG draws one bar per system for the value v returns.
+func BarsSVG(w io.Writer, rs []Result, title, unit string, v func(Result) float64) {
+	type bar struct {
+		name string
+		val  float64
+		i    int
+	}
+	var bars []bar
+	for i, r := range rs {
+		if r.Error == "" {
+			bars = append(bars, bar{r.System, v(r), i})
+		}
+	}
+	sort.SliceStable(bars, func(a, b int) bool { return bars[a].val > bars[b].val })
+	const W, L, row, T = 760, 190, 26, 30
+	H := T + row*len(bars) + 20
+	maxV := 1e-9
+	for _, b := range bars {
+		maxV = math.Max(maxV, b.val)
+	}
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/><text x="10" y="18">%s</text>`+"\n", title)
+	for j, b := range bars {
+		y := T + j*row
+		bw := (W - L - 110) * b.val / maxV
+		fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="end">%s</text><rect x="%d" y="%d" width="%.1f" height="18" fill="%s"/><text x="%.1f" y="%d">%s %s</text>`+"\n",
+			L-6, y+13, b.name, L, y, bw, palette[b.i%len(palette)], float64(L)+bw+6, y+13, human(b.val), unit)
+	}
+	fmt.Fprintln(w, "</svg>")
+}
+
+func msLabel(ms float64) string {
+	switch {
+	case ms >= 1000:
+		return fmt.Sprintf("%gs", ms/1000)
+	default:
+		return fmt.Sprintf("%gms", ms)
+	}
+}
+
+func human(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}

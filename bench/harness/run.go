@@ -1,0 +1,374 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Workload is what every system is given.
+type Workload struct {
+	N       int           // follow-ups per phase
+	Users   int           // N/2 in the issue's workload
+	Lead    time.Duration // first due time after the start of scheduling
+	Window  time.Duration // steady phase: due times uniform over this window
+	Payload int           // payload bytes
+	Crash   int           // follow-ups of the crash phase (0: no crash phase)
+	Wait    time.Duration // how long after the last due time fires may take
+	Seed    uint64
+}
+
+// Phase is the figures of one phase of one system.
+type Phase struct {
+	Scheduled       int     `json:"scheduled"`
+	ScheduleSeconds float64 `json:"schedule_seconds"`
+	SchedulePerSec  float64 `json:"schedule_per_sec"`
+	Fired           int     `json:"fired"`
+	Missing         int     `json:"missing"`
+	Duplicates      int     `json:"duplicates"`
+	Early           int     `json:"early"`
+	MaxEarlyMs      float64 `json:"max_early_ms"`
+	P50Ms           float64 `json:"lateness_p50_ms"`
+	P90Ms           float64 `json:"lateness_p90_ms"`
+	P99Ms           float64 `json:"lateness_p99_ms"`
+	MaxMs           float64 `json:"lateness_max_ms"`
+	FirePerSec      float64 `json:"fire_per_sec"` // fired / (last fire - first due)
+	// Lateness sample (ms, sorted) for plots; at most 2,000 points.
+	Sample []float64 `json:"lateness_sample_ms,omitempty"`
+
+	SystemCPUSeconds  float64 `json:"system_cpu_seconds"`
+	BackendCPUSeconds float64 `json:"backend_cpu_seconds"`
+	CPUPer1000        float64 `json:"cpu_seconds_per_1000"` // system + backend
+	BackendMsgsPerFU  float64 `json:"backend_messages_per_followup"`
+	BackendBytesPerFU float64 `json:"backend_bytes_per_followup"`
+}
+
+// CrashResult is what a kill -9 and restart cost.
+type CrashResult struct {
+	Scheduled         int     `json:"scheduled"`
+	FirstFireAfterSec float64 `json:"first_fire_after_restart_seconds"`
+	Duplicates        int     `json:"duplicates"`
+	Lost              int     `json:"lost"`
+	Early             int     `json:"early"`
+	P99Ms             float64 `json:"lateness_p99_ms"`
+	MaxMs             float64 `json:"lateness_max_ms"`
+}
+
+// Result is one system's figures.
+type Result struct {
+	System    string       `json:"system"`
+	Backend   string       `json:"backend"`
+	Steady    *Phase       `json:"steady,omitempty"`
+	Burst     *Phase       `json:"burst,omitempty"`
+	Crash     *CrashResult `json:"crash,omitempty"`
+	PeakRSS   int64        `json:"peak_rss_bytes"` // the system's processes, summed
+	Error     string       `json:"error,omitempty"`
+	StartedAt time.Time    `json:"started_at"`
+}
+
+// Subject is a system with the backend it uses.
+type Subject struct {
+	System  System
+	Backend Backend
+	Name    string // backend name for the report
+}
+
+// Run runs the workload's phases against one system.
+func Run(ctx context.Context, s Subject, env Env, w Workload) Result {
+	res := Result{System: s.System.Name(), Backend: s.Name, StartedAt: time.Now()}
+	log := env.Log.With("system", s.System.Name())
+	fail := func(err error) Result {
+		res.Error = err.Error()
+		log.Error("benchmark failed", "err", err)
+		return res
+	}
+	if err := s.System.Start(ctx, env); err != nil {
+		return fail(fmt.Errorf("start: %w", err))
+	}
+	defer func() {
+		if err := s.System.Stop(); err != nil {
+			log.Warn("stop", "err", err)
+		}
+	}()
+	obs := newObserver()
+	octx, stopObs := context.WithCancel(ctx)
+	defer stopObs()
+	go func() {
+		if err := s.System.Observe(octx, obs.in); err != nil && octx.Err() == nil {
+			log.Error("observe", "err", err)
+		}
+	}()
+	go obs.run(octx)
+
+	rng := rand.New(rand.NewPCG(w.Seed, 1))
+	log.Info("steady phase", "n", w.N, "window", w.Window)
+	steady, err := runPhase(ctx, s, obs, w, tasks(rng, "s", w, w.Window), log)
+	if err != nil {
+		return fail(fmt.Errorf("steady: %w", err))
+	}
+	res.Steady = steady
+	log.Info("burst phase", "n", w.N)
+	burst, err := runPhase(ctx, s, obs, w, tasks(rng, "b", w, 0), log)
+	if err != nil {
+		return fail(fmt.Errorf("burst: %w", err))
+	}
+	res.Burst = burst
+	for _, pid := range s.System.PIDs() {
+		res.PeakRSS += PeakRSS(pid)
+	}
+	if w.Crash > 0 {
+		log.Info("crash phase", "n", w.Crash)
+		c, err := runCrash(ctx, s, obs, w, rng)
+		if err != nil {
+			return fail(fmt.Errorf("crash: %w", err))
+		}
+		res.Crash = c
+	}
+	return res
+}
+
+// tasks makes w.N tasks for w.Users users due over window (0: all at once),
+// starting w.Lead from now.
+func tasks(rng *rand.Rand, phase string, w Workload, window time.Duration) []Task {
+	return makeTasks(rng, phase, w.N, w.Users, time.Now().Add(w.Lead), window, w.Payload)
+}
+
+func makeTasks(rng *rand.Rand, phase string, n, users int, first time.Time, window time.Duration, payload int) []Task {
+	out := make([]Task, n)
+	pl := make([]byte, payload)
+	for i := range pl {
+		pl[i] = byte('a' + i%26)
+	}
+	for i := range out {
+		due := first
+		if window > 0 {
+			due = first.Add(time.Duration(rng.Int64N(int64(window))))
+		}
+		out[i] = Task{ID: fmt.Sprintf("%s-%d", phase, i), User: fmt.Sprintf("user-%d", i%max(users, 1)), Due: due, Payload: pl}
+	}
+	return out
+}
+
+func runPhase(ctx context.Context, s Subject, obs *observer, w Workload, ts []Task, log interface{ Info(string, ...any) }) (*Phase, error) {
+	obs.expect(ts)
+	before, err := counters(ctx, s.Backend)
+	if err != nil {
+		return nil, err
+	}
+	cpu0 := systemCPU(s.System)
+	t0 := time.Now()
+	if err := s.System.Schedule(ctx, ts); err != nil {
+		return nil, err
+	}
+	schedDur := time.Since(t0)
+	last := ts[0].Due
+	for _, t := range ts {
+		if t.Due.After(last) {
+			last = t.Due
+		}
+	}
+	obs.wait(ctx, last.Add(w.Wait))
+	after, err := counters(ctx, s.Backend)
+	if err != nil {
+		return nil, err
+	}
+	p := obs.phase(ts)
+	p.Scheduled = len(ts)
+	p.ScheduleSeconds = schedDur.Seconds()
+	p.SchedulePerSec = float64(len(ts)) / schedDur.Seconds()
+	p.SystemCPUSeconds = (systemCPU(s.System) - cpu0).Seconds()
+	d := after.Sub(before)
+	p.BackendCPUSeconds = d.CPU.Seconds()
+	p.CPUPer1000 = (p.SystemCPUSeconds + p.BackendCPUSeconds) * 1000 / float64(len(ts))
+	p.BackendMsgsPerFU = float64(d.Messages) / float64(len(ts))
+	p.BackendBytesPerFU = float64(d.Bytes) / float64(len(ts))
+	log.Info("phase done", "fired", p.Fired, "missing", p.Missing, "dups", p.Duplicates, "early", p.Early, "p99_ms", p.P99Ms, "sched_per_s", int(p.SchedulePerSec))
+	return p, nil
+}
+
+func counters(ctx context.Context, b Backend) (Counters, error) {
+	if b == nil {
+		return Counters{}, nil
+	}
+	return b.Counters(ctx)
+}
+
+func systemCPU(s System) time.Duration {
+	var d time.Duration
+	for _, pid := range s.PIDs() {
+		d += CPUTime(pid)
+	}
+	return d
+}
+
+// runCrash schedules w.Crash tasks due over 10 s, kills the system at the
+// middle of that window and restarts it at once.
+func runCrash(ctx context.Context, s Subject, obs *observer, w Workload, rng *rand.Rand) (*CrashResult, error) {
+	const window = 10 * time.Second
+	ts := makeTasks(rng, "c", w.Crash, max(w.Crash/2, 1), time.Now().Add(w.Lead), window, w.Payload)
+	obs.expect(ts)
+	if err := s.System.Schedule(ctx, ts); err != nil {
+		return nil, err
+	}
+	mid := ts[0].Due
+	for _, t := range ts {
+		if t.Due.Before(mid) {
+			mid = t.Due
+		}
+	}
+	mid = mid.Add(window / 2)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(time.Until(mid)):
+	}
+	if err := s.System.Crash(); err != nil {
+		return nil, fmt.Errorf("kill: %w", err)
+	}
+	restart := time.Now()
+	if err := s.System.Recover(ctx); err != nil {
+		return nil, fmt.Errorf("restart: %w", err)
+	}
+	obs.wait(ctx, mid.Add(window/2+w.Wait))
+	p := obs.phase(ts)
+	c := &CrashResult{Scheduled: len(ts), Duplicates: p.Duplicates, Lost: p.Missing, Early: p.Early, P99Ms: p.P99Ms, MaxMs: p.MaxMs}
+	if first, ok := obs.firstAfter(ts, restart); ok {
+		c.FirstFireAfterSec = first.Sub(restart).Seconds()
+	} else {
+		c.FirstFireAfterSec = -1
+	}
+	return c, nil
+}
+
+// observer records every fire.
+type observer struct {
+	in chan Fire
+
+	mu     sync.Mutex
+	first  map[string]time.Time // ID → first fire
+	count  map[string]int
+	want   map[string]bool
+	got    int
+	change chan struct{}
+}
+
+func newObserver() *observer {
+	return &observer{in: make(chan Fire, 4096), first: map[string]time.Time{}, count: map[string]int{}, change: make(chan struct{}, 1)}
+}
+
+func (o *observer) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case f := <-o.in:
+			o.mu.Lock()
+			o.count[f.ID]++
+			if o.count[f.ID] == 1 {
+				o.first[f.ID] = f.At
+				if o.want[f.ID] {
+					o.got++
+				}
+			}
+			o.mu.Unlock()
+			select {
+			case o.change <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (o *observer) expect(ts []Task) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.want = make(map[string]bool, len(ts))
+	o.got = 0
+	for _, t := range ts {
+		o.want[t.ID] = true
+		if o.count[t.ID] > 0 {
+			o.got++
+		}
+	}
+}
+
+// wait returns when every expected task fired, or at deadline.
+func (o *observer) wait(ctx context.Context, deadline time.Time) {
+	for {
+		o.mu.Lock()
+		done := o.got >= len(o.want)
+		o.mu.Unlock()
+		if done {
+			return
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.change:
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (o *observer) phase(ts []Task) *Phase {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := &Phase{}
+	var late []float64
+	var firstDue, lastFire time.Time
+	for i, t := range ts {
+		if i == 0 || t.Due.Before(firstDue) {
+			firstDue = t.Due
+		}
+		n := o.count[t.ID]
+		if n == 0 {
+			p.Missing++
+			continue
+		}
+		p.Fired++
+		p.Duplicates += n - 1
+		at := o.first[t.ID]
+		if at.After(lastFire) {
+			lastFire = at
+		}
+		ms := float64(at.Sub(t.Due)) / float64(time.Millisecond)
+		if ms < 0 {
+			p.Early++
+			p.MaxEarlyMs = max(p.MaxEarlyMs, -ms)
+		}
+		late = append(late, ms)
+	}
+	if len(late) == 0 {
+		return p
+	}
+	slices.Sort(late)
+	q := func(f float64) float64 { return late[min(len(late)-1, int(f*float64(len(late))))] }
+	p.P50Ms, p.P90Ms, p.P99Ms, p.MaxMs = q(0.5), q(0.9), q(0.99), late[len(late)-1]
+	if span := lastFire.Sub(firstDue); span > 0 {
+		p.FirePerSec = float64(p.Fired) / span.Seconds()
+	}
+	step := max(1, len(late)/2000)
+	for i := 0; i < len(late); i += step {
+		p.Sample = append(p.Sample, late[i])
+	}
+	return p
+}
+
+func (o *observer) firstAfter(ts []Task, t time.Time) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var best time.Time
+	for _, task := range ts {
+		if at, ok := o.first[task.ID]; ok && at.After(t) && (best.IsZero() || at.Before(best)) {
+			best = at
+		}
+	}
+	return best, !best.IsZero()
+}

@@ -1,0 +1,369 @@
+// Package ivrsched runs this project's binary as a benchmark subject: all
+// roles in one process or scheduler and dialer as separate processes,
+// against the shared Kafka or on its own embedded broker.
+package ivrsched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/ivrsched/ivrsched/bench/harness"
+	"github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// Mode selects how ivrsched runs.
+type Mode int
+
+const (
+	// OneProcess runs `ivrsched run` against the shared Kafka.
+	OneProcess Mode = iota
+	// Processes runs `ivrsched scheduler` and `ivrsched dialer` apart.
+	Processes
+	// Embedded runs `ivrsched run` on its own embedded broker.
+	Embedded
+)
+
+// System is ivrsched under test.
+type System struct {
+	name   string
+	mode   Mode
+	env    harness.Env
+	bin    string
+	topics topology.Topics
+	broker string // what clients use
+	data   string
+
+	mu    sync.Mutex
+	procs []*proc // scheduler first
+}
+
+type proc struct {
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// New returns the subject.
+func New(name string, mode Mode) *System { return &System{name: name, mode: mode} }
+
+// Name is the subject's name.
+func (s *System) Name() string { return s.name }
+
+// EmbeddedDataDir is where the embedded broker keeps its log (for bytes).
+func (s *System) EmbeddedDataDir() string { return filepath.Join(s.data, "run", "broker") }
+
+// Broker is the bootstrap address the subject's clients use.
+func (s *System) Broker() string { return s.broker }
+
+// Start builds the binary and starts the processes.
+func (s *System) Start(ctx context.Context, env harness.Env) error {
+	s.env = env
+	s.topics = topology.NewTopics(s.name + "-")
+	s.data = filepath.Join(env.WorkDir, s.name)
+	bin, err := Build(ctx, env.WorkDir)
+	if err != nil {
+		return err
+	}
+	s.bin = bin
+	common := func(role string) []string {
+		return []string{"--topic-prefix", s.name + "-", "--partitions", fmt.Sprint(env.Partitions),
+			"--data-dir", filepath.Join(s.data, role), "--log-level", "warn", "--instance-id", s.name + "-" + role, "--session-timeout", "6s"}
+	}
+	switch s.mode {
+	case OneProcess:
+		s.broker = env.KafkaBrokers
+		s.procs = []*proc{{args: append([]string{"run", "--brokers", s.broker, "--http", ""}, common("run")...)}}
+	case Processes:
+		s.broker = env.KafkaBrokers
+		s.procs = []*proc{
+			{args: append([]string{"scheduler", "--brokers", s.broker}, common("scheduler")...)},
+			{args: append([]string{"dialer", "--brokers", s.broker}, common("dialer")...)},
+		}
+	case Embedded:
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		s.broker = addr
+		s.procs = []*proc{{args: append([]string{"run", "--embedded-addr", addr, "--http", ""}, common("run")...)}}
+	}
+	for _, p := range s.procs {
+		if err := s.launch(p); err != nil {
+			return err
+		}
+	}
+	return s.awaitTopics(ctx)
+}
+
+// Build compiles the ivrsched binary into dir once.
+func Build(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "ivrsched")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	root, err := projectRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	// Built in the project's own module, with its pinned dependencies.
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ivrsched")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build ivrsched: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// projectRoot is the directory of ivrsched's go.mod, found from the module
+// of the working directory (the project or its bench module).
+func projectRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	dir := filepath.Dir(strings.TrimSpace(string(out)))
+	if filepath.Base(dir) == "bench" {
+		dir = filepath.Dir(dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cmd", "ivrsched")); err != nil {
+		return "", fmt.Errorf("run ivrbench from the ivrsched repository (or its bench folder): %w", err)
+	}
+	return dir, nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func (s *System) launch(p *proc) error {
+	logf, err := os.OpenFile(filepath.Join(s.env.WorkDir, s.name+"-"+p.args[0]+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	p.cmd = exec.Command(s.bin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start ivrsched %s: %w", p.args[0], err)
+	}
+	p.done = make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	return nil
+}
+
+// awaitTopics waits until ivrsched created its topics.
+func (s *System) awaitTopics(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := sarama.NewClient([]string{s.broker}, config())
+		if err == nil {
+			topics, _ := c.Topics()
+			c.Close()
+			if contains(topics, string(s.topics.Calls)) && contains(topics, string(s.topics.Onboarding)) {
+				return nil
+			}
+		}
+		for _, p := range s.procs {
+			select {
+			case <-p.done:
+				return fmt.Errorf("ivrsched %s exited during start; see its log in %s", p.args[0], s.env.WorkDir)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("ivrsched topics not created within 60s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func config() *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = sarama.V3_6_0_0
+	c.Producer.Return.Successes = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Partitioner = sarama.NewCustomHashPartitioner(topology.Murmur2())
+	c.Producer.Flush.Frequency = time.Millisecond
+	c.Producer.Flush.Messages = 500
+	c.ChannelBufferSize = 4096
+	return c
+}
+
+// Schedule produces one onboarding command per task, as a producer would.
+func (s *System) Schedule(ctx context.Context, tasks []harness.Task) error {
+	p, err := sarama.NewAsyncProducer([]string{s.broker}, config())
+	if err != nil {
+		return fmt.Errorf("producer: %w", err)
+	}
+	now := timestamppb.Now()
+	errc := make(chan error, 1)
+	var acked int
+	go func() {
+		var first error
+		for range tasks {
+			select {
+			case <-p.Successes():
+			case e := <-p.Errors():
+				if first == nil {
+					first = e.Err
+				}
+			}
+			acked++
+		}
+		errc <- first
+	}()
+	for _, t := range tasks {
+		cmd := &ivrschedpb.Command{UserId: t.User, RequestedAt: now, Command: &ivrschedpb.Command_Onboard{Onboard: &ivrschedpb.Onboard{
+			Phone: "+14155550100",
+			FollowUps: []*ivrschedpb.FollowUp{{TaskId: t.ID, When: &ivrschedpb.FollowUp_DueAt{DueAt: timestamppb.New(t.Due)},
+				Action: &ivrschedpb.Action{IvrScript: "bench"}, Payload: t.Payload}},
+		}}}
+		b, err := proto.Marshal(cmd)
+		if err != nil {
+			return err
+		}
+		select {
+		case p.Input() <- &sarama.ProducerMessage{Topic: string(s.topics.Onboarding), Key: sarama.StringEncoder(t.User), Value: sarama.ByteEncoder(b)}:
+		case <-ctx.Done():
+			p.AsyncClose()
+			return ctx.Err()
+		}
+	}
+	err = <-errc
+	p.AsyncClose()
+	return err
+}
+
+// Observe consumes ivr-calls from the start.
+func (s *System) Observe(ctx context.Context, out chan<- harness.Fire) error {
+	c, err := sarama.NewConsumer([]string{s.broker}, config())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	parts, err := c.Partitions(string(s.topics.Calls))
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, part := range parts {
+		pc, err := c.ConsumePartition(string(s.topics.Calls), part, sarama.OffsetOldest)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer pc.Close()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m, ok := <-pc.Messages():
+					if !ok {
+						return
+					}
+					at := time.Now()
+					var call ivrschedpb.IVRCall
+					if proto.Unmarshal(m.Value, &call) != nil {
+						continue
+					}
+					select {
+					case out <- harness.Fire{ID: call.GetTaskId(), At: at, Due: call.GetDueAt().AsTime()}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// PIDs are the ivrsched processes.
+func (s *System) PIDs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for _, p := range s.procs {
+		if p.cmd != nil && p.cmd.Process != nil {
+			out = append(out, p.cmd.Process.Pid)
+		}
+	}
+	return out
+}
+
+// Crash kills the scheduler process (or the single process) with SIGKILL.
+func (s *System) Crash() error {
+	p := s.procs[0]
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	return nil
+}
+
+// Recover starts the killed process again with the same flags.
+func (s *System) Recover(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.launch(s.procs[0])
+}
+
+// Stop stops every process gracefully (SIGTERM), killing after 30 s.
+func (s *System) Stop() error {
+	var errs []string
+	for _, p := range s.procs {
+		if p.cmd == nil {
+			continue
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+			errs = append(errs, p.args[0]+" did not stop within 30s")
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
