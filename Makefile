@@ -4,10 +4,17 @@ BIN      := bin
 PROTOC_GEN_GO_VERSION := v1.36.10
 
 FUZZTIME ?= 2m
+SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # package:target pairs of the fuzz targets
 FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./processors/scheduler:FuzzEarliestDue
 
-.PHONY: run test unit vet build proto clean fuzz fuzz-short
+# Benchmark: this project against etf1's Kafka scheduler, asynq on Redis and
+# the seeds' re-enqueue loop (bench/ is a module of its own).
+BENCH_QUICK := -systems ivrsched-kafka,ivrsched-embedded,asynq-default,asynq-100ms,etf1-warn-log,reenqueue-immediate,reenqueue-hold60s \
+	-n 10000 -crash 2000 -lead 5s -window 8s -crash-wait 60s
+BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s
+
+.PHONY: run test unit vet build proto clean fuzz fuzz-short bench bench-full redis-server
 
 ## run: the whole product on an embedded broker, with sample onboarding events
 run:
@@ -48,6 +55,19 @@ proto:
 	@command -v protoc >/dev/null || { echo "protoc not found: apt-get install protobuf-compiler"; exit 1; }
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	PATH=$(CURDIR)/$(BIN):$$PATH protoc -I codec --go_out=codec/ivrschedpb --go_opt=paths=source_relative codec/ivrsched.proto
+
+## bench: all four systems side by side, quick (about 5 minutes); bench-full: every variant, 200 k per phase
+bench: redis-server
+	cd bench && $(GO) run ./cmd/ivrbench $(BENCH_QUICK) -out ../docs/bench
+
+bench-full: redis-server
+	cd bench && $(GO) run ./cmd/ivrbench $(BENCH_FULL) -out ../docs/bench-full
+
+# asynq needs a local redis-server, from Debian's package.
+redis-server:
+	@command -v redis-server >/dev/null || { \
+		echo "installing redis-server (Debian package)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 
 clean:
 	rm -rf $(BIN) ivrsched-data

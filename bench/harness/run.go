@@ -18,7 +18,10 @@ type Workload struct {
 	Payload int           // payload bytes
 	Crash   int           // follow-ups of the crash phase (0: no crash phase)
 	Wait    time.Duration // how long after the last due time fires may take
-	Seed    uint64
+	// CrashWait is how long after the last due time of the crash phase fires
+	// may take; a follow-up not fired by then counts as lost.
+	CrashWait time.Duration
+	Seed      uint64
 }
 
 // Phase is the figures of one phase of one system.
@@ -232,7 +235,7 @@ func runCrash(ctx context.Context, s Subject, obs *observer, w Workload, rng *ra
 	if err := s.System.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("restart: %w", err)
 	}
-	obs.wait(ctx, mid.Add(window/2+w.Wait))
+	obs.wait(ctx, mid.Add(window/2+w.CrashWait))
 	p := obs.phase(ts)
 	c := &CrashResult{Scheduled: len(ts), Duplicates: p.Duplicates, Lost: p.Missing, Early: p.Early, P99Ms: p.P99Ms, MaxMs: p.MaxMs}
 	if first, ok := obs.firstAfter(ts, restart); ok {

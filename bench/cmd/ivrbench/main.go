@@ -25,7 +25,7 @@ import (
 
 type settings struct {
 	n, crash, partitions, payload int
-	lead, window, wait            time.Duration
+	lead, window, wait, crashWait time.Duration
 	systems, out, kafka           string
 	seed                          uint64
 }
@@ -52,6 +52,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&s.lead, "lead", 8*time.Second, "time from the start of scheduling to the first due time")
 	fs.DurationVar(&s.window, "window", 10*time.Second, "steady phase: due times spread over this window")
 	fs.DurationVar(&s.wait, "wait", 30*time.Second, "how long after the last due time to wait for fires")
+	fs.DurationVar(&s.crashWait, "crash-wait", 60*time.Second, "kill -9 phase: how long after the last due time to wait before a follow-up counts as lost")
 	fs.StringVar(&s.systems, "systems", "all", "comma-separated systems to run, or all: "+strings.Join(names(), ","))
 	fs.StringVar(&s.out, "out", "bench-results", "directory for results.json and the plots")
 	fs.StringVar(&s.kafka, "kafka", "", "bootstrap address of an existing Kafka (default: start Apache Kafka)")
@@ -98,10 +99,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer stopRedis()
 		env.RedisAddr = addr
-		redis = harness.RedisBackend{Addr: addr, Pid: func() int { return pid }}
+		redis = harness.RedisBackend{Addr: addr, Pid: pid}
 	}
 
-	w := harness.Workload{N: s.n, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, Seed: s.seed}
+	w := harness.Workload{N: s.n, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed}
 	var results []harness.Result
 	for _, e := range chosen {
 		sys := e.make()
@@ -129,12 +130,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func report(stdout io.Writer, s settings, rs []harness.Result) error {
+	md, err := os.Create(filepath.Join(s.out, "latest.md"))
+	if err != nil {
+		return err
+	}
+	defer md.Close()
+	stdout = io.MultiWriter(stdout, md)
+	fmt.Fprintf(stdout, "Command: `ivrbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; %s, %d CPUs, %s\n\n",
 		s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	harness.Markdown(stdout, rs, "ivrsched-kafka")
 	doc := map[string]any{
 		"settings": map[string]any{"n": s.n, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
-			"payload_bytes": s.payload, "crash_n": s.crash, "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
+			"payload_bytes": s.payload, "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
 			"at": time.Now().UTC()},
 		"results": rs,
 	}

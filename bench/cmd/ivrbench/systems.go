@@ -6,7 +6,10 @@ import (
 	"strings"
 
 	"github.com/ivrsched/ivrsched/bench/harness"
+	"github.com/ivrsched/ivrsched/bench/systems/asynq"
+	"github.com/ivrsched/ivrsched/bench/systems/etf1"
 	"github.com/ivrsched/ivrsched/bench/systems/ivrsched"
+	"github.com/ivrsched/ivrsched/bench/systems/reenqueue"
 )
 
 // entry is one system the benchmark can run.
@@ -20,6 +23,12 @@ var registry = []entry{
 	{"ivrsched-kafka", "kafka", func() harness.System { return ivrsched.New("ivrsched-kafka", ivrsched.OneProcess) }},
 	{"ivrsched-kafka-procs", "kafka", func() harness.System { return ivrsched.New("ivrsched-kafka-procs", ivrsched.Processes) }},
 	{"ivrsched-embedded", "embedded", func() harness.System { return ivrsched.New("ivrsched-embedded", ivrsched.Embedded) }},
+	{"asynq-default", "redis", asynq.Default},
+	{"asynq-100ms", "redis", asynq.Fast},
+	{"etf1-default-log", "kafka", func() harness.System { return etf1.New("etf1-default-log", etf1.Options{}) }},
+	{"etf1-warn-log", "kafka", func() harness.System { return etf1.New("etf1-warn-log", etf1.Options{LogLevel: "warn"}) }},
+	{"reenqueue-immediate", "kafka", func() harness.System { return reenqueue.New("reenqueue-immediate", reenqueue.Immediate) }},
+	{"reenqueue-hold60s", "kafka", func() harness.System { return reenqueue.New("reenqueue-hold60s", reenqueue.Hold60s) }},
 }
 
 func names() []string {
@@ -73,7 +82,11 @@ func (l lazyKafka) Counters(ctx context.Context) (harness.Counters, error) {
 	return harness.KafkaBackend{Brokers: []string{l.s.Broker()}, DataDir: l.s.EmbeddedDataDir(), Pid: func() int { return 0 }}.Counters(ctx)
 }
 
-// startRedis is replaced when the asynq baseline lands.
-var startRedis = func(ctx context.Context, dir string) (addr string, pid int, stop func() error, err error) {
-	return "", 0, nil, fmt.Errorf("no redis support built in")
+// startRedis runs a redis-server for the asynq systems.
+func startRedis(ctx context.Context, dir string) (addr string, pid func() int, stop func() error, err error) {
+	r, err := asynq.RunRedis(ctx, asynq.RedisOptions{Dir: dir})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return r.Addr, r.PID, r.Stop, nil
 }

@@ -271,51 +271,18 @@ func (s *System) Schedule(ctx context.Context, tasks []harness.Task) error {
 	return err
 }
 
-// Observe consumes ivr-calls from the start.
+// Observe consumes ivr-results from the start: one result per call the
+// dialer placed, after its de-duplication, so a duplicate here is a call
+// dialed twice. (Duplicates on ivr-calls are expected after a crash and
+// absorbed by the dialer.)
 func (s *System) Observe(ctx context.Context, out chan<- harness.Fire) error {
-	c, err := sarama.NewConsumer([]string{s.broker}, config())
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	parts, err := c.Partitions(string(s.topics.Calls))
-	if err != nil {
-		return err
-	}
-	var wg sync.WaitGroup
-	for _, part := range parts {
-		pc, err := c.ConsumePartition(string(s.topics.Calls), part, sarama.OffsetOldest)
-		if err != nil {
-			return err
+	return harness.ObserveTopic(ctx, []string{s.broker}, string(s.topics.Results), out, func(m *sarama.ConsumerMessage) (harness.Fire, bool) {
+		var r ivrschedpb.CallResult
+		if proto.Unmarshal(m.Value, &r) != nil {
+			return harness.Fire{}, false
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer pc.Close()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case m, ok := <-pc.Messages():
-					if !ok {
-						return
-					}
-					at := time.Now()
-					var call ivrschedpb.IVRCall
-					if proto.Unmarshal(m.Value, &call) != nil {
-						continue
-					}
-					select {
-					case out <- harness.Fire{ID: call.GetTaskId(), At: at, Due: call.GetDueAt().AsTime()}:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return nil
+		return harness.Fire{ID: r.GetTaskId()}, true
+	})
 }
 
 // PIDs are the ivrsched processes.

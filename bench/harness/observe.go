@@ -1,0 +1,62 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// ObserveTopic consumes every partition of topic from the oldest offset and
+// sends a Fire per record that decode accepts; At is set to the time the
+// record was received. It returns when ctx ends.
+func ObserveTopic(ctx context.Context, brokers []string, topic string, out chan<- Fire, decode func(*sarama.ConsumerMessage) (Fire, bool)) error {
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	c, err := sarama.NewConsumer(brokers, cfg)
+	if err != nil {
+		return fmt.Errorf("observe %s: %w", topic, err)
+	}
+	defer c.Close()
+	parts, err := c.Partitions(topic)
+	if err != nil {
+		return fmt.Errorf("observe %s: %w", topic, err)
+	}
+	var wg sync.WaitGroup
+	for _, part := range parts {
+		pc, err := c.ConsumePartition(topic, part, sarama.OffsetOldest)
+		if err != nil {
+			return fmt.Errorf("observe %s/%d: %w", topic, part, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer pc.Close()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m, ok := <-pc.Messages():
+					if !ok {
+						return
+					}
+					at := time.Now()
+					f, ok := decode(m)
+					if !ok {
+						continue
+					}
+					f.At = at
+					select {
+					case out <- f:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
