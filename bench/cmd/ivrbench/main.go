@@ -82,6 +82,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		kafka = harness.KafkaBackend{Brokers: []string{s.kafka}, Pid: func() int { return 0 }}
 	} else if needs(chosen, "kafka") {
 		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion)
+		// The test broker's JVM flags (C1 JIT only): a full JIT would charge
+		// its warm-up to whichever system runs first.
 		b, err := kafkatest.Start(ctx)
 		if err != nil {
 			return fmt.Errorf("kafka: %w", err)

@@ -22,6 +22,9 @@ type entry struct {
 var registry = []entry{
 	{"ivrsched-kafka", "kafka", func() harness.System { return ivrsched.New("ivrsched-kafka", ivrsched.OneProcess) }},
 	{"ivrsched-kafka-procs", "kafka", func() harness.System { return ivrsched.New("ivrsched-kafka-procs", ivrsched.Processes) }},
+	{"ivrsched-kafka-flush5ms", "kafka", func() harness.System {
+		return ivrsched.New("ivrsched-kafka-flush5ms", ivrsched.OneProcess, "--flush", "5ms")
+	}},
 	{"ivrsched-embedded", "embedded", func() harness.System { return ivrsched.New("ivrsched-embedded", ivrsched.Embedded) }},
 	{"asynq-default", "redis", asynq.Default},
 	{"asynq-100ms", "redis", asynq.Fast},

@@ -41,6 +41,7 @@ const (
 type System struct {
 	name   string
 	mode   Mode
+	extra  []string // more flags for every process
 	env    harness.Env
 	bin    string
 	topics topology.Topics
@@ -57,8 +58,10 @@ type proc struct {
 	done chan struct{}
 }
 
-// New returns the subject.
-func New(name string, mode Mode) *System { return &System{name: name, mode: mode} }
+// New returns the subject; extra flags go to every ivrsched process.
+func New(name string, mode Mode, extra ...string) *System {
+	return &System{name: name, mode: mode, extra: extra}
+}
 
 // Name is the subject's name.
 func (s *System) Name() string { return s.name }
@@ -80,8 +83,9 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 	}
 	s.bin = bin
 	common := func(role string) []string {
-		return []string{"--topic-prefix", s.name + "-", "--partitions", fmt.Sprint(env.Partitions),
+		args := []string{"--topic-prefix", s.name + "-", "--partitions", fmt.Sprint(env.Partitions),
 			"--data-dir", filepath.Join(s.data, role), "--log-level", "warn", "--instance-id", s.name + "-" + role, "--session-timeout", "6s"}
+		return append(args, s.extra...)
 	}
 	switch s.mode {
 	case OneProcess:
