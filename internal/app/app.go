@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"strings"
 	"time"
@@ -172,6 +173,11 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		return nil
 	})
 	if cfg.HTTP != "" {
+		router.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		router.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		router.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		router.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		router.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index)
 		idx := index.NewServer("/", router)
 		idx.AddComponent(mon, "Monitor")
 		idx.AddComponent(qry, "Query")

@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/lovoo/goka/storage"
@@ -100,6 +101,14 @@ type store struct {
 	// in its Close. Set once by a successful Open (goka calls the data
 	// methods only after Open has returned) and never cleared.
 	inner storage.Storage
+
+	// After recovery the changelog offset is kept here and written to
+	// LevelDB only on Close: a store that is not closed cleanly is wiped
+	// anyway, so writing it on every changelog acknowledgement (as Goka's
+	// LevelDB storage does) would only cost a write per record.
+	recovered atomic.Bool
+	hasOffset atomic.Bool
+	offset    atomic.Int64
 }
 
 var errNotOpen = errors.New("localstore: storage not open")
@@ -244,7 +253,14 @@ func (s *store) Close() error {
 	s.state = stateClosed
 
 	var errs []error
-	if err := s.inner.Close(); err != nil {
+	if s.hasOffset.Load() {
+		if err := s.inner.SetOffset(s.offset.Load()); err != nil {
+			errs = append(errs, fmt.Errorf("localstore: write offset in %s: %w", s.path, err))
+		}
+	}
+	if len(errs) > 0 {
+		_ = s.inner.Close() // no marker: the next Open restores from the changelog
+	} else if err := s.inner.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("localstore: close leveldb in %s: %w", s.path, err))
 	} else if err := writeMarker(s.path); err != nil {
 		errs = append(errs, err)
@@ -296,6 +312,9 @@ func (s *store) GetOffset(def int64) (int64, error) {
 	if s.inner == nil {
 		return 0, errNotOpen
 	}
+	if s.hasOffset.Load() {
+		return s.offset.Load(), nil
+	}
 	return s.inner.GetOffset(def)
 }
 
@@ -303,14 +322,23 @@ func (s *store) SetOffset(offset int64) error {
 	if s.inner == nil {
 		return errNotOpen
 	}
-	return s.inner.SetOffset(offset)
+	if !s.recovered.Load() {
+		return s.inner.SetOffset(offset) // Goka keeps it in memory until MarkRecovered
+	}
+	s.offset.Store(offset)
+	s.hasOffset.Store(true)
+	return nil
 }
 
 func (s *store) MarkRecovered() error {
 	if s.inner == nil {
 		return errNotOpen
 	}
-	return s.inner.MarkRecovered()
+	if err := s.inner.MarkRecovered(); err != nil {
+		return err
+	}
+	s.recovered.Store(true)
+	return nil
 }
 
 func (s *store) Iterator() (storage.Iterator, error) {

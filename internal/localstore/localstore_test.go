@@ -429,3 +429,44 @@ func TestInvalidateRemovesMarkers(t *testing.T) {
 		t.Fatalf("after Invalidate the store must restore from the changelog, got %q %v", v, err)
 	}
 }
+
+// After recovery the offset lives in memory and reaches disk on Close.
+func TestOffsetAfterRecoveryIsWrittenOnClose(t *testing.T) {
+	dir := t.TempDir()
+	b := Builder(dir, nil)
+	st, err := b("tbl", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetOffset(10); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkRecovered(); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{11, 12, 100} {
+		if err := st.SetOffset(off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := st.GetOffset(-1); got != 100 {
+		t.Fatalf("offset while open %d, want 100", got)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = b("tbl", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got, _ := st.GetOffset(-1); got != 100 {
+		t.Fatalf("offset after a clean close %d, want 100", got)
+	}
+}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/ivrsched/ivrsched/codec"
@@ -196,26 +196,96 @@ func TickSender(em *goka.Emitter, partitions int32, log *slog.Logger) func(int32
 }
 
 // EarliestDue reads the earliest pending due time from an encoded UserState.
+// It runs on every table write (the due index's storage wrapper), so it
+// reads only the pending tasks' due times off the wire instead of decoding
+// the whole value.
 func EarliestDue(value []byte) (time.Time, bool, error) {
-	if value == nil {
-		return time.Time{}, false, nil
-	}
-	var st pb.UserState
-	if err := proto.Unmarshal(value, &st); err != nil {
+	var (
+		min   time.Time
+		found bool
+	)
+	err := eachField(value, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num != userStatePending || typ != protowire.BytesType {
+			return nil
+		}
+		due, err := taskDue(v)
+		if err != nil {
+			return err
+		}
+		if !found || due.Before(min) {
+			min, found = due, true
+		}
+		return nil
+	})
+	if err != nil {
 		return time.Time{}, false, fmt.Errorf("decode user state: %w", err)
 	}
-	return earliest(&st)
+	return min, found, nil
 }
 
-func earliest(st *pb.UserState) (time.Time, bool, error) {
-	var min time.Time
-	for i, t := range st.GetPending() {
-		d := t.GetDueAt().AsTime()
-		if i == 0 || d.Before(min) {
-			min = d
+// Field numbers read by EarliestDue (see ivrsched.proto).
+const (
+	userStatePending = 5 // UserState.pending
+	taskDueAt        = 2 // Task.due_at
+	timestampSeconds = 1
+	timestampNanos   = 2
+)
+
+// taskDue reads Task.due_at as proto.Unmarshal would: repeated occurrences
+// merge, a missing due time is the zero Timestamp.
+func taskDue(task []byte) (time.Time, error) {
+	var sec, nsec int64
+	err := eachField(task, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num != taskDueAt || typ != protowire.BytesType {
+			return nil
 		}
+		return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
+			if typ != protowire.VarintType {
+				return nil
+			}
+			x, _ := protowire.ConsumeVarint(v)
+			switch num {
+			case timestampSeconds:
+				sec = int64(x)
+			case timestampNanos:
+				nsec = int64(int32(x))
+			}
+			return nil
+		})
+	})
+	return time.Unix(sec, nsec).UTC(), err
+}
+
+// eachField calls fn with every field of a protobuf message: its number,
+// wire type and value bytes (for a varint, the varint itself).
+func eachField(b []byte, fn func(protowire.Number, protowire.Type, []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v []byte
+		switch typ {
+		case protowire.BytesType:
+			m, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return protowire.ParseError(k)
+			}
+			v, n = m, k
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			v = b[:n]
+		}
+		if err := fn(num, typ, v); err != nil {
+			return err
+		}
+		b = b[n:]
 	}
-	return min, len(st.GetPending()) > 0, nil
+	return nil
 }
 
 // state returns the user's table value, or a new one.
