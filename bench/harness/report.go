@@ -43,11 +43,12 @@ func Markdown(w io.Writer, rs []Result, subject string) {
 		if r.System == subject || r.Error != "" || r.Burst.FirePerSec == 0 {
 			continue
 		}
-		fire = append(fire, fmt.Sprintf("%.1f× %s", me.Burst.FirePerSec/r.Burst.FirePerSec, r.System))
-		p99 = append(p99, fmt.Sprintf("%.1f× lower than %s", math.Max(r.Steady.P99Ms, 0.001)/math.Max(me.Steady.P99Ms, 0.001), r.System))
+		fire = append(fire, fmt.Sprintf("%.2f× %s's", me.Burst.FirePerSec/r.Burst.FirePerSec, r.System))
+		p99 = append(p99, fmt.Sprintf("%s %.0f ms (%.2f×)", r.System, r.Steady.P99Ms, r.Steady.P99Ms/math.Max(me.Steady.P99Ms, 0.001)))
 	}
-	fmt.Fprintf(w, "Burst fire throughput of %s: %s.\n\n", subject, strings.Join(fire, ", "))
-	fmt.Fprintf(w, "Steady p99 lateness of %s: %s.\n", subject, strings.Join(p99, ", "))
+	fmt.Fprintf(w, "Burst fire throughput of %s (%.0f /s): %s.\n\n", subject, me.Burst.FirePerSec, strings.Join(fire, ", "))
+	fmt.Fprintf(w, "Steady p99 lateness of %s is %.0f ms; the others' (and their multiple of it): %s. Early fires make a p99 look better than it is: see the early column.\n",
+		subject, me.Steady.P99Ms, strings.Join(p99, ", "))
 }
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
