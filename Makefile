@@ -12,7 +12,7 @@ FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./process
 # the seeds' re-enqueue loop (bench/ is a module of its own).
 BENCH_QUICK := -systems ivrsched-kafka,ivrsched-embedded,asynq-default,asynq-100ms,etf1-warn-log,reenqueue-immediate,reenqueue-hold60s \
 	-n 10000 -crash 2000 -lead 5s -window 8s -crash-wait 60s
-BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s
+BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000
 
 .PHONY: run test unit vet build proto clean fuzz fuzz-short bench bench-full redis-server
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ivrsched/ivrsched/bench/harness"
+	"github.com/ivrsched/ivrsched/bench/systems/ivrsched"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 )
 
@@ -27,6 +28,7 @@ type settings struct {
 	n, crash, partitions, payload int
 	lead, window, wait, crashWait time.Duration
 	systems, out, kafka           string
+	scale                         int
 	seed                          uint64
 }
 
@@ -57,6 +59,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.out, "out", "bench-results", "directory for results.json and the plots")
 	fs.StringVar(&s.kafka, "kafka", "", "bootstrap address of an existing Kafka (default: start Apache Kafka)")
 	fs.Uint64Var(&s.seed, "seed", 1, "random seed of the workload")
+	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka (0: skip)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,7 +83,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if s.kafka != "" {
 		env.KafkaBrokers = s.kafka
 		kafka = harness.KafkaBackend{Brokers: []string{s.kafka}, Pid: func() int { return 0 }}
-	} else if needs(chosen, "kafka") {
+	} else if needs(chosen, "kafka") || s.scale > 0 {
 		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion)
 		// The test broker's JVM flags (C1 JIT only): a full JIT would charge
 		// its warm-up to whichever system runs first.
@@ -128,10 +131,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return ctx.Err()
 		}
 	}
-	return report(stdout, s, results)
+	var scales []harness.ScaleResult
+	if s.scale > 0 && kafka != nil {
+		env.WorkDir = filepath.Join(work, "scale")
+		if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
+			return err
+		}
+		sys := ivrsched.New("ivrsched-kafka-scale", ivrsched.OneProcess)
+		scales = append(scales, harness.RunScale(ctx, sys, kafka, env, s.scale, w))
+	}
+	return report(stdout, s, results, scales)
 }
 
-func report(stdout io.Writer, s settings, rs []harness.Result) error {
+func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.ScaleResult) error {
 	md, err := os.Create(filepath.Join(s.out, "latest.md"))
 	if err != nil {
 		return err
@@ -142,11 +154,13 @@ func report(stdout io.Writer, s settings, rs []harness.Result) error {
 	fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; %s, %d CPUs, %s\n\n",
 		s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	harness.Markdown(stdout, rs, "ivrsched-kafka")
+	harness.ScaleMarkdown(stdout, scales)
 	doc := map[string]any{
 		"settings": map[string]any{"n": s.n, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
 			"payload_bytes": s.payload, "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
 			"at": time.Now().UTC()},
 		"results": rs,
+		"scale":   scales,
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {

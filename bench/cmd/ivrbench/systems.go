@@ -43,8 +43,11 @@ func names() []string {
 }
 
 func choose(list string) ([]entry, error) {
-	if list == "all" {
+	switch list {
+	case "all":
 		return registry, nil
+	case "none":
+		return nil, nil
 	}
 	var out []entry
 	for _, n := range strings.Split(list, ",") {

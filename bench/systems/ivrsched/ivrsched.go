@@ -338,3 +338,51 @@ func (s *System) Stop() error {
 	}
 	return nil
 }
+
+// Applied returns once the scheduler group has committed every onboarding
+// record: all scheduled follow-ups are in its table.
+func (s *System) Applied(ctx context.Context) error {
+	client, err := sarama.NewClient([]string{s.broker}, config())
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		return err
+	}
+	topic := string(s.topics.Onboarding)
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return err
+	}
+	for {
+		ends := map[int32]int64{}
+		for _, p := range parts {
+			if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+				return err
+			}
+		}
+		got, err := admin.ListConsumerGroupOffsets(string(s.topics.Scheduler), map[string][]int32{topic: parts})
+		if err != nil {
+			return err
+		}
+		done := true
+		for _, p := range parts {
+			if b := got.GetBlock(topic, p); b == nil || b.Offset < ends[p] {
+				done = false
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// DiskBytes is the size of the local stores (and of the embedded broker's log).
+func (s *System) DiskBytes() int64 { return harness.DirSize(s.data, "") }

@@ -1,0 +1,125 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Scalable is a system that can say when it has applied everything
+// scheduled, and how much local disk it uses: what the scale phase needs.
+type Scalable interface {
+	System
+	// Applied returns once the system has taken in every scheduled task.
+	Applied(ctx context.Context) error
+	// DiskBytes is the size of the system's own local state.
+	DiskBytes() int64
+}
+
+// ScaleResult is a system's footprint and behaviour with many follow-ups pending.
+type ScaleResult struct {
+	System          string  `json:"system"`
+	Pending         int     `json:"pending"`
+	IngestPerSec    float64 `json:"ingest_per_sec"`  // accepted by the broker
+	AppliedPerSec   float64 `json:"applied_per_sec"` // taken into the system's state
+	RSSBytes        int64   `json:"rss_bytes"`
+	RSSPerPending   float64 `json:"rss_bytes_per_pending"`
+	DiskBytes       int64   `json:"local_disk_bytes"`
+	BrokerBytes     int64   `json:"broker_bytes"`
+	Steady          *Phase  `json:"steady_with_pending,omitempty"`
+	RestartFirstSec float64 `json:"kill9_first_fire_after_restart_seconds"`
+	RestartLost     int     `json:"kill9_lost"`
+	RestartDups     int     `json:"kill9_duplicates"`
+	Error           string  `json:"error,omitempty"`
+}
+
+// RunScale starts a fresh system, schedules pending follow-ups due far in
+// the future, measures memory and disk, fires a steady stream on top of
+// them, then kills the system with kill -9 and measures the restart.
+func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, w Workload) ScaleResult {
+	res := ScaleResult{System: s.Name(), Pending: pending}
+	log := env.Log.With("system", s.Name(), "phase", "scale")
+	fail := func(err error) ScaleResult {
+		res.Error = err.Error()
+		log.Error("scale phase failed", "err", err)
+		return res
+	}
+	if err := s.Start(ctx, env); err != nil {
+		return fail(err)
+	}
+	defer s.Stop()
+	obs := newObserver()
+	octx, stopObs := context.WithCancel(ctx)
+	defer stopObs()
+	go func() { _ = s.Observe(octx, obs.in) }()
+	go obs.run(octx)
+
+	before, err := counters(ctx, b)
+	if err != nil {
+		return fail(err)
+	}
+	rng := rand.New(rand.NewPCG(w.Seed, 2))
+	far := makeTasks(rng, "p", pending, max(pending/2, 1), time.Now().Add(3*time.Hour), time.Hour, w.Payload)
+	t0 := time.Now()
+	const chunk = 100000
+	for i := 0; i < len(far); i += chunk {
+		if err := s.Schedule(ctx, far[i:min(i+chunk, len(far))]); err != nil {
+			return fail(err)
+		}
+		log.Info("pending scheduled", "n", min(i+chunk, len(far)))
+	}
+	res.IngestPerSec = float64(pending) / time.Since(t0).Seconds()
+	if err := s.Applied(ctx); err != nil {
+		return fail(err)
+	}
+	res.AppliedPerSec = float64(pending) / time.Since(t0).Seconds()
+	for _, pid := range s.PIDs() {
+		res.RSSBytes += RSS(pid)
+	}
+	res.RSSPerPending = float64(res.RSSBytes) / float64(pending)
+	res.DiskBytes = s.DiskBytes()
+	after, err := counters(ctx, b)
+	if err != nil {
+		return fail(err)
+	}
+	res.BrokerBytes = after.Sub(before).Bytes
+	log.Info("pending applied", "rss_mb", res.RSSBytes>>20, "disk_mb", res.DiskBytes>>20, "applied_per_s", int(res.AppliedPerSec))
+
+	steady, err := runPhase(ctx, Subject{System: s, Backend: b}, obs, w, tasks(rng, "ps", w, w.Window), log)
+	if err != nil {
+		return fail(fmt.Errorf("steady with pending: %w", err))
+	}
+	steady.Sample = nil
+	res.Steady = steady
+
+	// kill -9 with everything pending, just as probes fall due: the first
+	// fire after the restart tells how long the restart took.
+	probes := makeTasks(rng, "pk", 2000, 1000, time.Now().Add(w.Lead), 10*time.Second, w.Payload)
+	obs.expect(probes)
+	if err := s.Schedule(ctx, probes); err != nil {
+		return fail(err)
+	}
+	select {
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	case <-time.After(w.Lead):
+	}
+	if err := s.Crash(); err != nil {
+		return fail(err)
+	}
+	restart := time.Now()
+	if err := s.Recover(ctx); err != nil {
+		return fail(err)
+	}
+	obs.wait(ctx, restart.Add(15*time.Second+w.CrashWait))
+	p := obs.phase(probes)
+	res.RestartLost, res.RestartDups = p.Missing, p.Duplicates
+	if first, ok := obs.firstAfter(probes, restart); ok {
+		res.RestartFirstSec = first.Sub(restart).Seconds()
+	} else {
+		res.RestartFirstSec = -1
+	}
+	log.Info("scale phase done", "first_fire_after_restart_s", res.RestartFirstSec, "lost", res.RestartLost, "dups", res.RestartDups)
+	return res
+}
