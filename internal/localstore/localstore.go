@@ -38,6 +38,7 @@ import (
 
 	"github.com/lovoo/goka/storage"
 	"github.com/syndtr/goleveldb/leveldb"
+	"github.com/syndtr/goleveldb/leveldb/opt"
 	lvlstorage "github.com/syndtr/goleveldb/leveldb/storage"
 )
 
@@ -219,7 +220,7 @@ func (s *store) prepareAndOpen(files lvlstorage.Storage, existed bool) (*leveldb
 		return nil, err
 	}
 
-	db, err := leveldb.Open(files, nil)
+	db, err := leveldb.Open(files, levelOptions)
 	if err != nil {
 		return nil, fmt.Errorf("localstore: open leveldb in %s: %w", s.path, err)
 	}
@@ -390,6 +391,17 @@ func syncDir(dir string) error {
 		return fmt.Errorf("localstore: fsync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// levelOptions size LevelDB for many small stores in one process (one per
+// table partition): 2 MiB memtables and block caches instead of LevelDB's
+// 4 and 8 MiB, and no pooled read buffers. With 1,000,000 pending follow-ups
+// on 8 partitions this took the process from 605 to 359 MB RSS; 1 MiB
+// memtables saved 60 MB more but doubled the p99 lateness (compactions).
+var levelOptions = &opt.Options{
+	WriteBuffer:        2 << 20,
+	BlockCacheCapacity: 2 << 20,
+	DisableBufferPool:  true,
 }
 
 // Invalidate removes the clean-close markers of every partition store under

@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
 			return err
 		}
-		sys := ivrsched.New("ivrsched-kafka-scale", ivrsched.OneProcess)
+		sys := ivrsched.New("ivrsched-kafka-scale", ivrsched.OneProcess, scaleArgs...)
 		scales = append(scales, harness.RunScale(ctx, sys, kafka, env, s.scale, w))
 	}
 	return report(stdout, s, results, scales)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/ivrsched/ivrsched/bench/harness"
@@ -96,3 +97,7 @@ func startRedis(ctx context.Context, dir string) (addr string, pid func() int, s
 	}
 	return r.Addr, r.PID, r.Stop, nil
 }
+
+// scaleArgs are extra flags of the scale phase's ivrsched (set by tests of
+// the benchmark itself, e.g. to profile it).
+var scaleArgs = strings.Fields(os.Getenv("IVRBENCH_SCALE_ARGS"))
