@@ -93,7 +93,8 @@ func (k Kafka) Sarama() *sarama.Config {
 	c.Consumer.Group.InstanceId = k.InstanceID
 	if k.SessionTimeout > 0 {
 		c.Consumer.Group.Session.Timeout = k.SessionTimeout
-		c.Consumer.Group.Heartbeat.Interval = k.SessionTimeout / 4
+		// Members learn of a rebalance at their next heartbeat: keep it short.
+		c.Consumer.Group.Heartbeat.Interval = k.SessionTimeout / 10
 	}
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Producer.Compression = sarama.CompressionNone
