@@ -14,7 +14,7 @@ BENCH_QUICK := -systems ivrsched-kafka,ivrsched-embedded,asynq-default,asynq-100
 	-n 10000 -crash 2000 -lead 5s -window 8s -crash-wait 60s
 BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000
 
-.PHONY: run test unit vet build proto clean fuzz fuzz-short bench bench-full redis-server
+.PHONY: run test unit vet build proto clean fuzz fuzz-short bench bench-full bench-test redis-server
 
 ## run: the whole product on an embedded broker, with sample onboarding events
 run:
@@ -25,6 +25,7 @@ run:
 test: vet
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /systemtest)
 	$(GO) test -race -count=1 -timeout 20m -v ./systemtest/
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./harness/
 	$(MAKE) --no-print-directory fuzz-short
 
 ## unit: the fast tests only (no Apache Kafka)
@@ -62,6 +63,10 @@ bench: redis-server
 
 bench-full: redis-server
 	cd bench && $(GO) run ./cmd/ivrbench $(BENCH_FULL) -out ../docs/bench-full
+
+## bench-test: the benchmark subjects' own tests (Apache Kafka, redis-server, a cgo build of etf1)
+bench-test: redis-server
+	cd bench && $(GO) test -count=1 -timeout 20m ./...
 
 # asynq needs a local redis-server, from Debian's package.
 redis-server:

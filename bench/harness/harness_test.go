@@ -1,0 +1,54 @@
+package harness
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func TestObserverPhase(t *testing.T) {
+	o := newObserver()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go o.run(ctx)
+	t0 := time.Unix(1_800_000_000, 0)
+	ts := []Task{{ID: "a", Due: t0}, {ID: "b", Due: t0}, {ID: "c", Due: t0.Add(time.Second)}, {ID: "d", Due: t0}}
+	o.expect(ts)
+	for _, f := range []Fire{
+		{ID: "a", At: t0.Add(10 * time.Millisecond)},
+		{ID: "b", At: t0.Add(-5 * time.Millisecond)}, // early
+		{ID: "a", At: t0.Add(20 * time.Millisecond)}, // duplicate
+		{ID: "c", At: t0.Add(time.Second + 30*time.Millisecond)},
+		{ID: "x", At: t0}, // not in this phase
+	} {
+		o.in <- f
+	}
+	o.wait(ctx, time.Now().Add(200*time.Millisecond)) // d never fires: returns at the deadline
+	p := o.phase(ts)
+	if p.Fired != 3 || p.Missing != 1 || p.Duplicates != 1 || p.Early != 1 || p.MaxEarlyMs != 5 {
+		t.Fatalf("phase %+v", p)
+	}
+	if p.P50Ms != 10 || p.MaxMs != 30 {
+		t.Fatalf("lateness p50 %v max %v, want 10 and 30 (first fires only)", p.P50Ms, p.MaxMs)
+	}
+	if at, ok := o.firstAfter(ts, t0.Add(15*time.Millisecond)); !ok || !at.Equal(t0.Add(time.Second+30*time.Millisecond)) {
+		t.Fatalf("first fire after: %v %v", at, ok)
+	}
+}
+
+func TestMakeTasks(t *testing.T) {
+	w := Workload{N: 1000, Users: 500, Lead: time.Second, Window: 10 * time.Second, Payload: 3, Seed: 1}
+	start := time.Now()
+	ts := tasks(rand.New(rand.NewPCG(1, 1)), "s", w, w.Window)
+	users := map[string]int{}
+	for _, task := range ts {
+		users[task.User]++
+		if task.Due.Before(start.Add(w.Lead)) || task.Due.After(time.Now().Add(w.Lead+w.Window)) || len(task.Payload) != 3 {
+			t.Fatalf("task %+v outside the window", task)
+		}
+	}
+	if len(ts) != 1000 || len(users) != 500 || users["user-0"] != 2 {
+		t.Fatalf("%d tasks for %d users", len(ts), len(users))
+	}
+}
