@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -371,41 +370,16 @@ func parseFire(line []byte) (harness.Fire, error) {
 func buildWorker(ctx context.Context, moduleDir, workDir string) (string, error) {
 	if moduleDir == "" {
 		var err error
-		if moduleDir, err = findModuleDir(ctx); err != nil {
-			return "", err
+		if moduleDir, err = harness.ModuleDir(); err != nil {
+			return "", fmt.Errorf("asynq: %w (or set Options.ModuleDir or Options.WorkerBin)", err)
 		}
 	}
 	bin, err := filepath.Abs(filepath.Join(workDir, "asynq-worker"))
 	if err != nil {
 		return "", fmt.Errorf("asynq: worker path: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin,
-		"github.com/ivrsched/ivrsched/bench/cmd/asynq-worker")
-	cmd.Dir = moduleDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("asynq: build asynq-worker in %s: %w\n%s", moduleDir, err, out)
+	if err := harness.GoBuild(ctx, moduleDir, bin, "github.com/ivrsched/ivrsched/bench/cmd/asynq-worker"); err != nil {
+		return "", fmt.Errorf("asynq: %w", err)
 	}
 	return bin, nil
-}
-
-// findModuleDir finds the bench module's directory: two levels above this
-// source file when the source is there (it is, unless built with
-// -trimpath elsewhere), else the module `go env GOMOD` names from the
-// current directory.
-func findModuleDir(ctx context.Context) (string, error) {
-	if _, file, _, ok := runtime.Caller(0); ok {
-		dir := filepath.Join(filepath.Dir(file), "..", "..")
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-	}
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("asynq: go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("asynq: bench module not found: set Options.ModuleDir or Options.WorkerBin")
-	}
-	return filepath.Dir(gomod), nil
 }

@@ -34,7 +34,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -632,9 +631,9 @@ var build struct {
 }
 
 func doBuild(ctx context.Context) (string, error) {
-	modDir, err := benchModuleDir()
+	modDir, err := harness.ModuleDir()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("etf1: %w (or set Options.Binary)", err)
 	}
 	root := os.Getenv("IVRSCHED_CACHE_DIR")
 	if root == "" {
@@ -655,46 +654,13 @@ func doBuild(ctx context.Context) (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp.Name(), Package)
-	cmd.Dir = modDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("etf1: go build %s (in %s): %w\n%s", Package, modDir, err, out)
+	if err := harness.GoBuild(ctx, modDir, tmp.Name(), Package, "CGO_ENABLED=1"); err != nil {
+		return "", fmt.Errorf("etf1: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", err
 	}
 	return path, nil
-}
-
-// benchModuleDir finds the bench module: from this source file's location,
-// else from the working directory upwards.
-func benchModuleDir() (string, error) {
-	const module = "module github.com/ivrsched/ivrsched/bench\n"
-	isBench := func(dir string) bool {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		return err == nil && strings.HasPrefix(string(b), module)
-	}
-	if _, file, _, ok := runtime.Caller(0); ok {
-		if dir := filepath.Join(filepath.Dir(file), "..", ".."); isBench(dir) {
-			return filepath.Clean(dir), nil
-		}
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if isBench(dir) {
-			return dir, nil
-		}
-		if isBench(filepath.Join(dir, "bench")) {
-			return filepath.Join(dir, "bench"), nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", errors.New("etf1: bench module not found (set Options.Binary)")
-		}
-	}
 }
 
 func freeAddr() (string, error) {

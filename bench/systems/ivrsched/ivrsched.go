@@ -119,34 +119,16 @@ func Build(ctx context.Context, dir string) (string, error) {
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
-	root, err := projectRoot(ctx)
+	mod, err := harness.ModuleDir()
 	if err != nil {
 		return "", err
 	}
-	// Built in the project's own module, with its pinned dependencies.
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ivrsched")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build ivrsched: %w\n%s", err, out)
+	// Built in the project's own module (the bench module's parent), with
+	// its pinned dependencies.
+	if err := harness.GoBuild(ctx, filepath.Dir(mod), bin, "./cmd/ivrsched"); err != nil {
+		return "", fmt.Errorf("build ivrsched: %w", err)
 	}
 	return bin, nil
-}
-
-// projectRoot is the directory of ivrsched's go.mod, found from the module
-// of the working directory (the project or its bench module).
-func projectRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	dir := filepath.Dir(strings.TrimSpace(string(out)))
-	if filepath.Base(dir) == "bench" {
-		dir = filepath.Dir(dir)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "cmd", "ivrsched")); err != nil {
-		return "", fmt.Errorf("run ivrbench from the ivrsched repository (or its bench folder): %w", err)
-	}
-	return dir, nil
 }
 
 func freeAddr() (string, error) {

@@ -12,7 +12,6 @@ package reenqueue
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -441,51 +439,14 @@ func (s *System) Summaries() []string {
 
 // buildLoop builds cmd/reenqueue-loop to bin, in the bench module.
 func buildLoop(ctx context.Context, bin string) error {
-	dir, err := benchModuleDir()
+	dir, err := harness.ModuleDir()
 	if err != nil {
-		return err
+		return fmt.Errorf("reenqueue: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, loopPackage)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("reenqueue: go build %s: %w\n%s", loopPackage, err, out.String())
+	if err := harness.GoBuild(ctx, dir, bin, loopPackage); err != nil {
+		return fmt.Errorf("reenqueue: %w", err)
 	}
 	return nil
-}
-
-// benchModuleDir finds the bench module's directory: from this source
-// file's path (a test or a binary built from this checkout), else from
-// `go env GOMOD` in the working directory.
-func benchModuleDir() (string, error) {
-	if _, file, _, ok := runtime.Caller(0); ok {
-		dir := filepath.Join(filepath.Dir(file), "..", "..")
-		if isBenchModule(filepath.Join(dir, "go.mod")) {
-			return filepath.Clean(dir), nil
-		}
-	}
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err == nil {
-		gomod := strings.TrimSpace(string(out))
-		if isBenchModule(gomod) {
-			return filepath.Dir(gomod), nil
-		}
-	}
-	return "", fmt.Errorf("reenqueue: cannot find module %s (run from inside it)", benchModule)
-}
-
-func isBenchModule(gomod string) bool {
-	data, err := os.ReadFile(gomod)
-	if err != nil {
-		return false
-	}
-	for line := range strings.Lines(string(data)) {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
-			return f[1] == benchModule
-		}
-	}
-	return false
 }
 
 func splitBrokers(s string) []string {
