@@ -15,14 +15,24 @@ import (
 
 // Counters are what a shared server (Kafka, Redis) has done so far.
 type Counters struct {
-	Messages int64         // records written (Kafka) or commands processed (Redis)
-	Bytes    int64         // bytes stored (Kafka log size) or received (Redis)
-	CPU      time.Duration // the server process's CPU time
+	Messages int64            // records written (Kafka) or commands processed (Redis)
+	Bytes    int64            // bytes stored (Kafka log size) or received (Redis)
+	CPU      time.Duration    // the server process's CPU time
+	Topics   map[string]int64 // Kafka: records per topic
 }
 
 // Sub is c - o.
 func (c Counters) Sub(o Counters) Counters {
-	return Counters{Messages: c.Messages - o.Messages, Bytes: c.Bytes - o.Bytes, CPU: c.CPU - o.CPU}
+	d := Counters{Messages: c.Messages - o.Messages, Bytes: c.Bytes - o.Bytes, CPU: c.CPU - o.CPU}
+	for t, n := range c.Topics {
+		if n -= o.Topics[t]; n != 0 {
+			if d.Topics == nil {
+				d.Topics = map[string]int64{}
+			}
+			d.Topics[t] = n
+		}
+	}
+	return d
 }
 
 // Backend is a shared server the harness measures.
@@ -57,6 +67,7 @@ func (k KafkaBackend) Counters(ctx context.Context) (Counters, error) {
 		return Counters{}, fmt.Errorf("kafka counters: %w", err)
 	}
 	var msgs int64
+	per := map[string]int64{}
 	for _, t := range topics {
 		parts, err := c.Partitions(t)
 		if err != nil {
@@ -68,9 +79,10 @@ func (k KafkaBackend) Counters(ctx context.Context) (Counters, error) {
 				return Counters{}, fmt.Errorf("kafka counters %s/%d: %w", t, p, err)
 			}
 			msgs += off
+			per[t] += off
 		}
 	}
-	out := Counters{Messages: msgs, CPU: CPUTime(k.Pid())}
+	out := Counters{Messages: msgs, CPU: CPUTime(k.Pid()), Topics: per}
 	if k.DataDir != "" {
 		out.Bytes = DirSize(k.DataDir, ".log")
 	}

@@ -47,6 +47,8 @@ type Phase struct {
 	CPUPer1000        float64 `json:"cpu_seconds_per_1000"` // system + backend
 	BackendMsgsPerFU  float64 `json:"backend_messages_per_followup"`
 	BackendBytesPerFU float64 `json:"backend_bytes_per_followup"`
+	// Kafka records per follow-up, per topic.
+	TopicMsgsPerFU map[string]float64 `json:"topic_messages_per_followup,omitempty"`
 }
 
 // CrashResult is what a kill -9 and restart cost.
@@ -188,6 +190,12 @@ func runPhase(ctx context.Context, s Subject, obs *observer, w Workload, ts []Ta
 	p.CPUPer1000 = (p.SystemCPUSeconds + p.BackendCPUSeconds) * 1000 / float64(len(ts))
 	p.BackendMsgsPerFU = float64(d.Messages) / float64(len(ts))
 	p.BackendBytesPerFU = float64(d.Bytes) / float64(len(ts))
+	for t, n := range d.Topics {
+		if p.TopicMsgsPerFU == nil {
+			p.TopicMsgsPerFU = map[string]float64{}
+		}
+		p.TopicMsgsPerFU[t] = float64(n) / float64(len(ts))
+	}
 	log.Info("phase done", "fired", p.Fired, "missing", p.Missing, "dups", p.Duplicates, "early", p.Early, "p99_ms", p.P99Ms, "sched_per_s", int(p.SchedulePerSec))
 	return p, nil
 }
