@@ -20,9 +20,17 @@ func ObserveTopic(ctx context.Context, brokers []string, topic string, out chan<
 		return fmt.Errorf("observe %s: %w", topic, err)
 	}
 	defer c.Close()
-	parts, err := c.Partitions(topic)
-	if err != nil {
-		return fmt.Errorf("observe %s: %w", topic, err)
+	// The topic may not be in the metadata yet when a system has just started.
+	var parts []int32
+	for {
+		if parts, err = c.Partitions(topic); err == nil && len(parts) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("observe %s: %w", topic, err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	var wg sync.WaitGroup
 	for _, part := range parts {

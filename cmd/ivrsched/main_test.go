@@ -39,6 +39,9 @@ func TestFlagErrorsAreOneLineNamingTheFlag(t *testing.T) {
 		{[]string{"run", "--log-level", "loud", "--brokers", "127.0.0.1:1"}, "--log-level: \"loud\""},
 		{[]string{"run", "--demo", "--demo-file", "missing.jsonl"}, "--demo-file: missing.jsonl not found"},
 		{[]string{"scheduler", "extra"}, `unexpected argument "extra"`},
+		{[]string{"dialer", "--tick-gap", "0s"}, "--tick-gap: 0s"},
+		{[]string{"run", "--past-due", "later", "--brokers", "127.0.0.1:1"}, "--past-due: \"later\""},
+		{[]string{"run", "--provider", "webhook", "--webhook-url", "ftp://x", "--brokers", "127.0.0.1:1"}, "--webhook-url: \"ftp://x\""},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer

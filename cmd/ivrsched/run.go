@@ -21,6 +21,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/app"
 	"github.com/ivrsched/ivrsched/processors/dialer"
+	"github.com/ivrsched/ivrsched/processors/punctuation"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
 )
 
@@ -40,6 +41,7 @@ type roleFlags struct {
 	maxPast       time.Duration
 	pastDue       string
 	maxPayload    int
+	tickGap       time.Duration
 }
 
 func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault string) {
@@ -58,6 +60,7 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.DurationVar(&r.maxPast, "max-past", lim.MaxPast, "a due time up to this far in the past fires at once; older ones are handled by --past-due")
 	fs.StringVar(&r.pastDue, "past-due", "reject", "what to do with a due time older than --max-past: reject (to the dead-letter topic) or fire")
 	fs.IntVar(&r.maxPayload, "max-payload", lim.MaxPayload, "largest follow-up payload, in bytes")
+	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
 }
 
 func (r *roleFlags) limits() (scheduler.Limits, error) {
@@ -103,6 +106,9 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 			return app.Config{}, badFlag("http", "%q is not host:port (%v)", r.http, err)
 		}
 	}
+	if r.tickGap < time.Millisecond || r.tickGap > time.Second {
+		return app.Config{}, badFlag("tick-gap", "%v; want 1ms to 1s", r.tickGap)
+	}
 	if r.session < time.Second || r.session > 5*time.Minute {
 		return app.Config{}, badFlag("session-timeout", "%v; want 1s to 5m", r.session)
 	}
@@ -118,6 +124,7 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 	return app.Config{
 		Provider:    prov,
 		Limits:      lim,
+		Punctuation: punctuation.Config{MinGap: r.tickGap},
 		Kafka:       k,
 		Topics:      r.topics(),
 		DataDir:     r.dataDir,

@@ -26,6 +26,9 @@ var registry = []entry{
 	{"ivrsched-kafka-flush5ms", "kafka", func() harness.System {
 		return ivrsched.New("ivrsched-kafka-flush5ms", ivrsched.OneProcess, "--flush", "5ms")
 	}},
+	{"ivrsched-kafka-tick10ms", "kafka", func() harness.System {
+		return ivrsched.New("ivrsched-kafka-tick10ms", ivrsched.OneProcess, "--tick-gap", "10ms")
+	}},
 	{"ivrsched-embedded", "embedded", func() harness.System { return ivrsched.New("ivrsched-embedded", ivrsched.Embedded) }},
 	{"asynq-default", "redis", asynq.Default},
 	{"asynq-100ms", "redis", asynq.Fast},

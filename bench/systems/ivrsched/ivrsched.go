@@ -169,7 +169,7 @@ func (s *System) awaitTopics(ctx context.Context) error {
 		if err == nil {
 			topics, _ := c.Topics()
 			c.Close()
-			if contains(topics, string(s.topics.Calls)) && contains(topics, string(s.topics.Onboarding)) {
+			if contains(topics, string(s.topics.Results)) && contains(topics, string(s.topics.Onboarding)) {
 				return nil
 			}
 		}
