@@ -79,10 +79,3 @@ func (f *Fake) Set(t time.Time) {
 	}
 	f.waiters = kept
 }
-
-// Waiters reports how many After channels are still waiting.
-func (f *Fake) Waiters() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.waiters)
-}

@@ -92,12 +92,3 @@ func (w *Writer) Counts() map[string]int64 {
 	})
 	return out
 }
-
-// Total is the number of dead letters sent.
-func (w *Writer) Total() int64 {
-	var n int64
-	for _, v := range w.Counts() {
-		n += v
-	}
-	return n
-}

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -110,18 +109,6 @@ func (p *Punctuator) Index(part int32) *Index {
 		return s.index
 	}
 	return nil
-}
-
-// Owned lists the partitions whose table this instance holds open.
-func (p *Punctuator) Owned() []int32 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]int32, 0, len(p.parts))
-	for k := range p.parts {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // Ticked tells the punctuator that a tick of the partition was processed.
