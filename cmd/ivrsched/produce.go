@@ -46,6 +46,29 @@ func (w *whenFlags) set(fs *flag.FlagSet) (delay *durationpb.Duration, at *times
 	return nil, nil, nil
 }
 
+// commandFlags are the flags every producing command has: the cluster and
+// the user the command is for.
+type commandFlags struct {
+	kafkaFlags
+	user string
+}
+
+func (c *commandFlags) register(fs *flag.FlagSet) {
+	c.kafkaFlags.register(fs, defaultBrokers)
+	fs.StringVar(&c.user, "user", "", "user id (required); the record key")
+}
+
+// parse parses args and checks that --user is given.
+func (c *commandFlags) parse(fs *flag.FlagSet, args []string) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if c.user == "" {
+		return badFlag("user", "required; want a user id")
+	}
+	return nil
+}
+
 func isSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
@@ -54,9 +77,8 @@ func isSet(fs *flag.FlagSet, name string) bool {
 
 func cmdOnboard(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("onboard", "Produces an onboarding event: the user gets a follow-up call after --delay (or at --at).\nWithout either, the scheduler's default follow-up applies.")
-	var k kafkaFlags
-	k.register(fs, defaultBrokers)
-	user := fs.String("user", "", "user id (required); the record key")
+	var c commandFlags
+	c.register(fs)
 	phone := fs.String("phone", "", "phone number in E.164, like +14155550123 (required)")
 	tz := fs.String("tz", "", "the user's IANA time zone, like America/New_York")
 	task := fs.String("task", "", "task id of the follow-up (default followup-1)")
@@ -65,11 +87,8 @@ func cmdOnboard(ctx context.Context, args []string, stdout io.Writer) error {
 	payload := fs.String("payload", "", "opaque payload handed to the provider")
 	var w whenFlags
 	w.register(fs, "follow-up")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
-	}
-	if *user == "" {
-		return badFlag("user", "required; want a user id")
 	}
 	if *phone == "" {
 		return badFlag("phone", "required; want E.164 like +14155550123")
@@ -91,37 +110,29 @@ func cmdOnboard(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		ob.FollowUps = []*pb.FollowUp{f}
 	}
-	return produce(ctx, &k, &pb.Command{UserId: *user, Command: &pb.Command_Onboard{Onboard: ob}}, stdout)
+	return produce(ctx, &c.kafkaFlags, &pb.Command{UserId: c.user, Command: &pb.Command_Onboard{Onboard: ob}}, stdout)
 }
 
 func cmdCancel(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("cancel", "Cancels a pending follow-up of a user, or all of them without --task. The outcome\n(cancelled, too late, unknown) is published on the followup-events topic.")
-	var k kafkaFlags
-	k.register(fs, defaultBrokers)
-	user := fs.String("user", "", "user id (required)")
+	var c commandFlags
+	c.register(fs)
 	task := fs.String("task", "", "task id to cancel; empty cancels all of the user's follow-ups")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	if *user == "" {
-		return badFlag("user", "required; want a user id")
-	}
-	return produce(ctx, &k, &pb.Command{UserId: *user, Command: &pb.Command_Cancel{Cancel: &pb.Cancel{TaskId: *task}}}, stdout)
+	return produce(ctx, &c.kafkaFlags, &pb.Command{UserId: c.user, Command: &pb.Command_Cancel{Cancel: &pb.Cancel{TaskId: *task}}}, stdout)
 }
 
 func cmdReschedule(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("reschedule", "Moves a pending follow-up to a new due time: --delay from now, or --at.")
-	var k kafkaFlags
-	k.register(fs, defaultBrokers)
-	user := fs.String("user", "", "user id (required)")
+	var c commandFlags
+	c.register(fs)
 	task := fs.String("task", "", "task id to move (required)")
 	var w whenFlags
 	w.register(fs, "follow-up")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
-	}
-	if *user == "" {
-		return badFlag("user", "required; want a user id")
 	}
 	if *task == "" {
 		return badFlag("task", "required; want the task id of a pending follow-up")
@@ -139,7 +150,7 @@ func cmdReschedule(ctx context.Context, args []string, stdout io.Writer) error {
 	default:
 		return badFlag("delay", "required; give --delay or --at")
 	}
-	return produce(ctx, &k, &pb.Command{UserId: *user, Command: &pb.Command_Reschedule{Reschedule: r}}, stdout)
+	return produce(ctx, &c.kafkaFlags, &pb.Command{UserId: c.user, Command: &pb.Command_Reschedule{Reschedule: r}}, stdout)
 }
 
 // produce validates cmd as the scheduler would and writes it to the
@@ -155,34 +166,23 @@ func produce(ctx context.Context, k *kafkaFlags, cmd *pb.Command, stdout io.Writ
 	}
 	cmd.RequestedAt = timestamppb.Now()
 	topic := k.topics().Onboarding
-	err = withTimeout(ctx, k.timeout, cfg.Brokers, func() error {
-		em, err := goka.NewEmitter(cfg.Brokers, topic, new(codec.Command), cfg.EmitterOptions()...)
-		if err != nil {
-			return err
-		}
-		if err := em.EmitSync(cmd.GetUserId(), cmd); err != nil {
-			em.Finish()
-			return err
-		}
-		return em.Finish()
-	})
+	// Fail within --timeout, naming the brokers, if none answers.
+	client, err := cfg.Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	client.Close()
+	em, err := goka.NewEmitter(cfg.Brokers, topic, new(codec.Command), cfg.EmitterOptions()...)
+	if err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	err = em.EmitSync(cmd.GetUserId(), cmd)
+	if ferr := em.Finish(); err == nil {
+		err = ferr
+	}
 	if err != nil {
 		return fmt.Errorf("produce to %s: %w", topic, err)
 	}
 	fmt.Fprintln(stdout, codec.JSON(cmd))
 	return nil
-}
-
-// withTimeout runs fn, giving up after d with an error naming the brokers.
-func withTimeout(ctx context.Context, d time.Duration, brokers []string, fn func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
-		return fmt.Errorf("brokers %v not reachable within %v (--timeout)", brokers, d)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

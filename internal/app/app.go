@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			Partitions:  int32(cfg.Kafka.Partitions),
 			Punctuation: cfg.Punctuation,
 			Logger:      log.With("role", "scheduler"),
-		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), log))
+		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), cfg.Clock, log))
 		if err != nil {
 			return err
 		}

@@ -32,15 +32,25 @@ const markerName = "complete"
 // $IVRSCHED_CACHE_DIR/kafka-<version> when IVRSCHED_CACHE_DIR is set,
 // otherwise <os.UserCacheDir()>/ivrsched/kafka-<version>.
 func CacheDir() (string, error) {
-	root := os.Getenv("IVRSCHED_CACHE_DIR")
-	if root == "" {
-		userCache, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("kafkatest: locate cache directory (set IVRSCHED_CACHE_DIR): %w", err)
-		}
-		root = filepath.Join(userCache, "ivrsched")
+	root, err := CacheRoot()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(root, "kafka-"+KafkaVersion), nil
+}
+
+// CacheRoot is the project's cache outside the work tree, for downloads and
+// builds that tests and benchmarks re-use: $IVRSCHED_CACHE_DIR when set,
+// otherwise <os.UserCacheDir()>/ivrsched.
+func CacheRoot() (string, error) {
+	if root := os.Getenv("IVRSCHED_CACHE_DIR"); root != "" {
+		return root, nil
+	}
+	userCache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("locate cache directory (set IVRSCHED_CACHE_DIR): %w", err)
+	}
+	return filepath.Join(userCache, "ivrsched"), nil
 }
 
 // Fetch makes sure the jars of Kafka KafkaVersion and its runtime

@@ -175,14 +175,17 @@ func (s *Scheduler) Processor(brokers []string, opts ...goka.ProcessorOption) (*
 }
 
 // TickSender returns a send function for New that emits ticks with em, one
-// key per partition of the ticks topic.
-func TickSender(em *goka.Emitter, partitions int32, log *slog.Logger) func(int32) error {
+// key per partition of the ticks topic, stamped with clk (nil: the wall clock).
+func TickSender(em *goka.Emitter, partitions int32, clk clock.Clock, log *slog.Logger) func(int32) error {
 	keys := topology.TickKeys(partitions)
+	if clk == nil {
+		clk = clock.Real{}
+	}
 	return func(p int32) error {
 		if p < 0 || int(p) >= len(keys) {
 			return fmt.Errorf("tick for partition %d of %d", p, len(keys))
 		}
-		prom, err := em.Emit(keys[p], &pb.Tick{Partition: p, SentAt: timestamppb.Now()})
+		prom, err := em.Emit(keys[p], &pb.Tick{Partition: p, SentAt: timestamppb.New(clk.Now())})
 		if err != nil {
 			return err
 		}

@@ -44,6 +44,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/ivrsched/ivrsched/bench/harness"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -635,13 +636,9 @@ func doBuild(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("etf1: %w (or set Options.Binary)", err)
 	}
-	root := os.Getenv("IVRSCHED_CACHE_DIR")
-	if root == "" {
-		userCache, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("etf1: locate cache directory (set IVRSCHED_CACHE_DIR): %w", err)
-		}
-		root = filepath.Join(userCache, "ivrsched")
+	root, err := kafkatest.CacheRoot()
+	if err != nil {
+		return "", fmt.Errorf("etf1: %w", err)
 	}
 	dir := filepath.Join(root, "bench")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -169,7 +170,7 @@ func (s *System) awaitTopics(ctx context.Context) error {
 		if err == nil {
 			topics, _ := c.Topics()
 			c.Close()
-			if contains(topics, string(s.topics.Results)) && contains(topics, string(s.topics.Onboarding)) {
+			if slices.Contains(topics, string(s.topics.Results)) && slices.Contains(topics, string(s.topics.Onboarding)) {
 				return nil
 			}
 		}
@@ -189,15 +190,6 @@ func (s *System) awaitTopics(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func config() *sarama.Config {
