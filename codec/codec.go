@@ -72,7 +72,6 @@ type (
 	Command       = Proto[pb.Command, *pb.Command]
 	UserState     = Proto[pb.UserState, *pb.UserState]
 	Tick          = Proto[pb.Tick, *pb.Tick]
-	Fire          = Proto[pb.Fire, *pb.Fire]
 	IVRCall       = Proto[pb.IVRCall, *pb.IVRCall]
 	CallResult    = Proto[pb.CallResult, *pb.CallResult]
 	ScheduleEvent = Proto[pb.ScheduleEvent, *pb.ScheduleEvent]

@@ -141,6 +141,10 @@ func TestBadInput(t *testing.T) {
 		{scheduler.ReasonMissingWhen, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{{TaskId: "t"}}}))
 		}},
+		{scheduler.ReasonReservedUserID, func(u string) (string, []byte) {
+			k := topology.ReservedPrefix + u
+			return k, marshal(t, onboard(k, &pb.Onboard{Phone: "+14155550100"}))
+		}},
 		{scheduler.ReasonPayloadTooLarge, func(u string) (string, []byte) {
 			f := delay(time.Hour)
 			f.Payload = make([]byte, 17<<10)

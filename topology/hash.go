@@ -66,13 +66,18 @@ func murmur2Sum(data []byte) uint32 {
 	return h
 }
 
+// ReservedPrefix starts the keys the scheduler uses itself (a partition's
+// tick key, under which its table also keeps the partition's fired mark);
+// no user id may start with it.
+const ReservedPrefix = "__ivrsched-"
+
 // TickKeys returns, for each of n partitions, a key that Murmur2 places on
 // that partition, so a tick can be addressed to one partition.
 func TickKeys(n int32) []string {
 	keys := make([]string, n)
 	found := int32(0)
 	for i := 0; found < n; i++ {
-		k := "tick-" + strconv.Itoa(i)
+		k := ReservedPrefix + "tick-" + strconv.Itoa(i)
 		if p := Partition(k, n); keys[p] == "" {
 			keys[p] = k
 			found++

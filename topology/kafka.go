@@ -17,8 +17,8 @@ import (
 type Kafka struct {
 	Brokers  []string
 	ClientID string
-	// Partitions of every topic ivrsched creates. Inputs, ticks, loop and
-	// table topics are co-partitioned, so they must all have this count.
+	// Partitions of every topic ivrsched creates. Inputs, ticks and table
+	// topics are co-partitioned, so they must all have this count.
 	Partitions int
 	// Replication of every topic ivrsched creates.
 	Replication int
@@ -159,7 +159,6 @@ func (k Kafka) topicManagerConfig() *goka.TopicManagerConfig {
 	tm := goka.NewTopicManagerConfig()
 	tm.Table.Replication = k.Replication
 	tm.Stream.Replication = k.Replication
-	tm.Stream.Retention = loopRetention // Goka checks it on the loop topic
 	tm.NoCreate = true
 	tm.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
 	return tm
@@ -181,7 +180,6 @@ func (t Topics) Specs() []TopicSpec {
 	return []TopicSpec{
 		{Name: string(t.Onboarding), Retain: 7 * day},
 		{Name: string(t.Ticks), Retain: time.Hour},
-		{Name: string(t.SchedulerLoop()), Retain: loopRetention},
 		{Name: string(t.SchedulerTable()), Compact: true},
 		{Name: string(t.Calls), Retain: 7 * day},
 		{Name: string(t.Results), Retain: 7 * day},
@@ -332,7 +330,3 @@ func checkTopic(admin sarama.ClusterAdmin, s TopicSpec, d sarama.TopicDetail, pa
 	}
 	return nil
 }
-
-// loopRetention is the retention of the scheduler's loop topic: fire
-// messages matter for seconds, a day leaves room for a long outage.
-const loopRetention = 24 * time.Hour

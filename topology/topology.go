@@ -2,15 +2,12 @@
 // client configuration every component shares, and creates the topics.
 //
 //	producers ──► onboarding ──► [ivr-scheduler] ──► ivr-calls ──► [ivr-dialer] ──► ivr-results
-//	                   ticks ──►   │ table, loop │ ──► followup-events      │ table │
+//	                   ticks ──►   │    table    │ ──► followup-events      │ table │
 //
-// Goka derives a group's table topic (<group>-table) and loop topic
-// (<group>-loop) from the group name.
+// Goka derives a group's table topic (<group>-table) from the group name.
 package topology
 
 import (
-	"fmt"
-
 	"github.com/lovoo/goka"
 )
 
@@ -46,9 +43,6 @@ func NewTopics(prefix string) Topics {
 
 // SchedulerTable is the scheduler's group table: each user's pending follow-ups.
 func (t Topics) SchedulerTable() goka.Table { return goka.GroupTable(t.Scheduler) }
-
-// SchedulerLoop is the scheduler's loopback topic (fire messages).
-func (t Topics) SchedulerLoop() goka.Stream { return goka.Stream(fmt.Sprintf("%s-loop", t.Scheduler)) }
 
 // DialerTable is the dialer's group table: recent call ids per user.
 func (t Topics) DialerTable() goka.Table { return goka.GroupTable(t.Dialer) }

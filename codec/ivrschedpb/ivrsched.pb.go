@@ -142,7 +142,7 @@ func (x ScheduleEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScheduleEvent_Kind.Descriptor instead.
 func (ScheduleEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{13, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{14, 0}
 }
 
 // Command is the scheduler's input on the `onboarding` topic. The Kafka key is
@@ -645,8 +645,10 @@ func (*Reschedule_Delay) isReschedule_When() {}
 
 func (*Reschedule_DueAt) isReschedule_When() {}
 
-// UserState is the scheduler's group table value, keyed by user id.
-// Next ID: 7
+// UserState is the scheduler's group table value, keyed by user id. The
+// table also holds one value per partition under the partition's tick key,
+// with only user_id and fired_through set.
+// Next ID: 8
 type UserState struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	UserId      string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -656,8 +658,13 @@ type UserState struct {
 	// Pending follow-ups, ordered by due time (then task id).
 	Pending []*Task `protobuf:"bytes,5,rep,name=pending,proto3" json:"pending,omitempty"`
 	// The most recent fired follow-ups, newest last, bounded in number. They let
-	// a late cancel be reported as too late rather than unknown.
-	Fired         []*FiredTask `protobuf:"bytes,6,rep,name=fired,proto3" json:"fired,omitempty"`
+	// a late cancel be reported as too late rather than unknown. A pending
+	// follow-up at or before its partition's fired_through has fired too: the
+	// tick that fired it does not write the user's value, and the user's next
+	// command moves it here.
+	Fired []*FiredTask `protobuf:"bytes,6,rep,name=fired,proto3" json:"fired,omitempty"`
+	// Set on a partition's tick key only: how far the partition has fired.
+	FiredThrough  *FiredThrough `protobuf:"bytes,7,opt,name=fired_through,json=firedThrough,proto3" json:"fired_through,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +741,161 @@ func (x *UserState) GetFired() []*FiredTask {
 	return nil
 }
 
+func (x *UserState) GetFiredThrough() *FiredThrough {
+	if x != nil {
+		return x.FiredThrough
+	}
+	return nil
+}
+
+// Position is a follow-up's place in firing order: due time, then user id,
+// then task id.
+// Next ID: 4
+type Position struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DueAt         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	TaskId        string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Position) Reset() {
+	*x = Position{}
+	mi := &file_ivrsched_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Position) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Position) ProtoMessage() {}
+
+func (x *Position) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Position.ProtoReflect.Descriptor instead.
+func (*Position) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Position) GetDueAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueAt
+	}
+	return nil
+}
+
+func (x *Position) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Position) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+// FiredThrough is a partition's fired mark, written by the tick callback.
+// Every follow-up of the partition at or before `through` has fired.
+// Next ID: 6
+type FiredThrough struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Through *Position              `protobuf:"bytes,1,opt,name=through,proto3" json:"through,omitempty"`
+	// `through` as it was at staged_at; it becomes `checkpoint` when a newer
+	// one is staged.
+	Staged   *Position              `protobuf:"bytes,2,opt,name=staged,proto3" json:"staged,omitempty"`
+	StagedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=staged_at,json=stagedAt,proto3" json:"staged_at,omitempty"`
+	// An older `through`: a replayed tick that starts after it re-publishes
+	// its calls without scanning the partition.
+	Checkpoint *Position `protobuf:"bytes,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// The highest offset of a tick that moved the mark; a tick at or below it
+	// is a replay.
+	TickOffset    int64 `protobuf:"varint,5,opt,name=tick_offset,json=tickOffset,proto3" json:"tick_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FiredThrough) Reset() {
+	*x = FiredThrough{}
+	mi := &file_ivrsched_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FiredThrough) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FiredThrough) ProtoMessage() {}
+
+func (x *FiredThrough) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FiredThrough.ProtoReflect.Descriptor instead.
+func (*FiredThrough) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FiredThrough) GetThrough() *Position {
+	if x != nil {
+		return x.Through
+	}
+	return nil
+}
+
+func (x *FiredThrough) GetStaged() *Position {
+	if x != nil {
+		return x.Staged
+	}
+	return nil
+}
+
+func (x *FiredThrough) GetStagedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StagedAt
+	}
+	return nil
+}
+
+func (x *FiredThrough) GetCheckpoint() *Position {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *FiredThrough) GetTickOffset() int64 {
+	if x != nil {
+		return x.TickOffset
+	}
+	return 0
+}
+
 // Task is a pending follow-up.
 // Next ID: 6
 type Task struct {
@@ -750,7 +912,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_ivrsched_proto_msgTypes[7]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +924,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[7]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +937,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{7}
+	return file_ivrsched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Task) GetTaskId() string {
@@ -813,23 +975,22 @@ func (x *Task) GetAttempt() uint32 {
 	return 0
 }
 
-// FiredTask records a follow-up that fired, with what is needed to publish
-// its call again if the fire message is replayed after a crash.
+// FiredTask records a follow-up that fired.
 // Next ID: 5
 type FiredTask struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Task    *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
-	CallId  string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	FiredAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=fired_at,json=firedAt,proto3" json:"fired_at,omitempty"`
-	// Offset of the fire message (loop topic) that fired it.
-	FireOffset    int64 `protobuf:"varint,4,opt,name=fire_offset,json=fireOffset,proto3" json:"fire_offset,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Task   *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	CallId string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Set when a command fired it; unset when a tick fired it (the tick does
+	// not write the user's value; the call carries the time).
+	FiredAt       *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=fired_at,json=firedAt,proto3" json:"fired_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FiredTask) Reset() {
 	*x = FiredTask{}
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1002,7 @@ func (x *FiredTask) String() string {
 func (*FiredTask) ProtoMessage() {}
 
 func (x *FiredTask) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1015,7 @@ func (x *FiredTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiredTask.ProtoReflect.Descriptor instead.
 func (*FiredTask) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{8}
+	return file_ivrsched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FiredTask) GetTask() *Task {
@@ -878,27 +1039,24 @@ func (x *FiredTask) GetFiredAt() *timestamppb.Timestamp {
 	return nil
 }
 
-func (x *FiredTask) GetFireOffset() int64 {
-	if x != nil {
-		return x.FireOffset
-	}
-	return 0
-}
-
 // Tick asks the scheduler instance that owns a partition to fire what is due
 // there. Internal: sent to the ticks topic by the punctuator.
-// Next ID: 3
+// Next ID: 4
 type Tick struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	SentAt        *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	SentAt    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	// The partition's fired mark when the tick was sent. If the tick is
+	// replayed after a crash, the calls fired after this position are
+	// published again (same call ids).
+	FiredThrough  *Position `protobuf:"bytes,3,opt,name=fired_through,json=firedThrough,proto3" json:"fired_through,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1068,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1081,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{9}
+	return file_ivrsched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Tick) GetPartition() int32 {
@@ -940,50 +1098,9 @@ func (x *Tick) GetSentAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// Fire asks the scheduler to fire a user's due follow-ups. Internal: looped
-// back by the tick callback, keyed by user id.
-// Next ID: 2
-type Fire struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The earliest due time the index saw; the callback re-checks the table.
-	DueAt         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Fire) Reset() {
-	*x = Fire{}
-	mi := &file_ivrsched_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Fire) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Fire) ProtoMessage() {}
-
-func (x *Fire) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[10]
+func (x *Tick) GetFiredThrough() *Position {
 	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Fire.ProtoReflect.Descriptor instead.
-func (*Fire) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *Fire) GetDueAt() *timestamppb.Timestamp {
-	if x != nil {
-		return x.DueAt
+		return x.FiredThrough
 	}
 	return nil
 }
@@ -1011,7 +1128,7 @@ type IVRCall struct {
 
 func (x *IVRCall) Reset() {
 	*x = IVRCall{}
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1140,7 @@ func (x *IVRCall) String() string {
 func (*IVRCall) ProtoMessage() {}
 
 func (x *IVRCall) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1153,7 @@ func (x *IVRCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IVRCall.ProtoReflect.Descriptor instead.
 func (*IVRCall) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{11}
+	return file_ivrsched_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IVRCall) GetCallId() string {
@@ -1133,7 +1250,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1262,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1275,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{12}
+	return file_ivrsched_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CallResult) GetCallId() string {
@@ -1229,7 +1346,7 @@ type ScheduleEvent struct {
 
 func (x *ScheduleEvent) Reset() {
 	*x = ScheduleEvent{}
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1358,7 @@ func (x *ScheduleEvent) String() string {
 func (*ScheduleEvent) ProtoMessage() {}
 
 func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1371,7 @@ func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleEvent) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{13}
+	return file_ivrsched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScheduleEvent) GetUserId() string {
@@ -1318,7 +1435,7 @@ type DialerState struct {
 
 func (x *DialerState) Reset() {
 	*x = DialerState{}
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1447,7 @@ func (x *DialerState) String() string {
 func (*DialerState) ProtoMessage() {}
 
 func (x *DialerState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1460,7 @@ func (x *DialerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialerState.ProtoReflect.Descriptor instead.
 func (*DialerState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{14}
+	return file_ivrsched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DialerState) GetCalls() []*DialRecord {
@@ -1366,7 +1483,7 @@ type DialRecord struct {
 
 func (x *DialRecord) Reset() {
 	*x = DialRecord{}
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1495,7 @@ func (x *DialRecord) String() string {
 func (*DialRecord) ProtoMessage() {}
 
 func (x *DialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1508,7 @@ func (x *DialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialRecord.ProtoReflect.Descriptor instead.
 func (*DialRecord) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{15}
+	return file_ivrsched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DialRecord) GetCallId() string {
@@ -1440,7 +1557,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1569,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1582,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{16}
+	return file_ivrsched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeadLetter) GetReason() string {
@@ -1557,7 +1674,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1686,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1699,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{17}
+	return file_ivrsched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Header) GetKey() string {
@@ -1638,31 +1755,42 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x05delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationH\x00R\x05delay\x123\n" +
 	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x05dueAtB\x06\n" +
-	"\x04when\"\xf1\x01\n" +
+	"\x04when\"\xb1\x02\n" +
 	"\tUserState\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05phone\x18\x02 \x01(\tR\x05phone\x12\x1b\n" +
 	"\ttime_zone\x18\x03 \x01(\tR\btimeZone\x12=\n" +
 	"\fonboarded_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vonboardedAt\x12+\n" +
 	"\apending\x18\x05 \x03(\v2\x11.ivrsched.v1.TaskR\apending\x12,\n" +
-	"\x05fired\x18\x06 \x03(\v2\x16.ivrsched.v1.FiredTaskR\x05fired\"\xb3\x01\n" +
+	"\x05fired\x18\x06 \x03(\v2\x16.ivrsched.v1.FiredTaskR\x05fired\x12>\n" +
+	"\rfired_through\x18\a \x01(\v2\x19.ivrsched.v1.FiredThroughR\ffiredThrough\"o\n" +
+	"\bPosition\x121\n" +
+	"\x06due_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\"\xff\x01\n" +
+	"\fFiredThrough\x12/\n" +
+	"\athrough\x18\x01 \x01(\v2\x15.ivrsched.v1.PositionR\athrough\x12-\n" +
+	"\x06staged\x18\x02 \x01(\v2\x15.ivrsched.v1.PositionR\x06staged\x127\n" +
+	"\tstaged_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bstagedAt\x125\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\v2\x15.ivrsched.v1.PositionR\n" +
+	"checkpoint\x12\x1f\n" +
+	"\vtick_offset\x18\x05 \x01(\x03R\n" +
+	"tickOffset\"\xb3\x01\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x06due_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12+\n" +
 	"\x06action\x18\x03 \x01(\v2\x13.ivrsched.v1.ActionR\x06action\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\x18\n" +
-	"\aattempt\x18\x05 \x01(\rR\aattempt\"\xa3\x01\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\"\x88\x01\n" +
 	"\tFiredTask\x12%\n" +
 	"\x04task\x18\x01 \x01(\v2\x11.ivrsched.v1.TaskR\x04task\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x125\n" +
-	"\bfired_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\afiredAt\x12\x1f\n" +
-	"\vfire_offset\x18\x04 \x01(\x03R\n" +
-	"fireOffset\"Y\n" +
+	"\bfired_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\afiredAtJ\x04\b\x04\x10\x05\"\x95\x01\n" +
 	"\x04Tick\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x123\n" +
-	"\asent_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"9\n" +
-	"\x04Fire\x121\n" +
-	"\x06due_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\"\x91\x03\n" +
+	"\asent_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x12:\n" +
+	"\rfired_through\x18\x03 \x01(\v2\x15.ivrsched.v1.PositionR\ffiredThrough\"\x91\x03\n" +
 	"\aIVRCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
@@ -1744,7 +1872,7 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 }
 
 var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
 	(ScheduleEvent_Kind)(0),       // 1: ivrsched.v1.ScheduleEvent.Kind
@@ -1755,61 +1883,68 @@ var file_ivrsched_proto_goTypes = []any{
 	(*Cancel)(nil),                // 6: ivrsched.v1.Cancel
 	(*Reschedule)(nil),            // 7: ivrsched.v1.Reschedule
 	(*UserState)(nil),             // 8: ivrsched.v1.UserState
-	(*Task)(nil),                  // 9: ivrsched.v1.Task
-	(*FiredTask)(nil),             // 10: ivrsched.v1.FiredTask
-	(*Tick)(nil),                  // 11: ivrsched.v1.Tick
-	(*Fire)(nil),                  // 12: ivrsched.v1.Fire
-	(*IVRCall)(nil),               // 13: ivrsched.v1.IVRCall
-	(*CallResult)(nil),            // 14: ivrsched.v1.CallResult
-	(*ScheduleEvent)(nil),         // 15: ivrsched.v1.ScheduleEvent
-	(*DialerState)(nil),           // 16: ivrsched.v1.DialerState
-	(*DialRecord)(nil),            // 17: ivrsched.v1.DialRecord
-	(*DeadLetter)(nil),            // 18: ivrsched.v1.DeadLetter
-	(*Header)(nil),                // 19: ivrsched.v1.Header
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(*Position)(nil),              // 9: ivrsched.v1.Position
+	(*FiredThrough)(nil),          // 10: ivrsched.v1.FiredThrough
+	(*Task)(nil),                  // 11: ivrsched.v1.Task
+	(*FiredTask)(nil),             // 12: ivrsched.v1.FiredTask
+	(*Tick)(nil),                  // 13: ivrsched.v1.Tick
+	(*IVRCall)(nil),               // 14: ivrsched.v1.IVRCall
+	(*CallResult)(nil),            // 15: ivrsched.v1.CallResult
+	(*ScheduleEvent)(nil),         // 16: ivrsched.v1.ScheduleEvent
+	(*DialerState)(nil),           // 17: ivrsched.v1.DialerState
+	(*DialRecord)(nil),            // 18: ivrsched.v1.DialRecord
+	(*DeadLetter)(nil),            // 19: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 20: ivrsched.v1.Header
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
 	3,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
 	6,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
 	7,  // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
-	20, // 3: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	20, // 4: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	21, // 3: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	21, // 4: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
 	4,  // 5: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	21, // 6: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	20, // 7: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	22, // 6: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	21, // 7: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
 	5,  // 8: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
-	21, // 9: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	20, // 10: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	20, // 11: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
-	9,  // 12: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
-	10, // 13: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
-	20, // 14: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
-	5,  // 15: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
-	9,  // 16: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	20, // 17: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	20, // 18: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
-	20, // 19: ivrsched.v1.Fire.due_at:type_name -> google.protobuf.Timestamp
-	20, // 20: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	20, // 21: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
-	5,  // 22: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	20, // 23: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
-	0,  // 24: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	20, // 25: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 26: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	20, // 27: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	20, // 28: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
-	17, // 29: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
-	0,  // 30: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	20, // 31: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	20, // 32: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
-	19, // 33: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
-	20, // 34: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	22, // 9: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	21, // 10: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	21, // 11: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	11, // 12: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
+	12, // 13: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
+	10, // 14: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
+	21, // 15: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
+	9,  // 16: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
+	9,  // 17: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
+	21, // 18: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
+	9,  // 19: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
+	21, // 20: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	5,  // 21: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
+	11, // 22: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
+	21, // 23: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	21, // 24: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	9,  // 25: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
+	21, // 26: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	21, // 27: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	5,  // 28: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
+	21, // 29: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	0,  // 30: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
+	21, // 31: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 32: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
+	21, // 33: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	21, // 34: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	18, // 35: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
+	0,  // 36: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
+	21, // 37: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	21, // 38: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	20, // 39: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	21, // 40: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -1836,7 +1971,7 @@ func file_ivrsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

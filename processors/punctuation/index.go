@@ -7,173 +7,283 @@ import (
 	"github.com/google/btree"
 )
 
-// Due is a user with at least one follow-up due, as handed out by TakeDue.
-type Due struct {
+// Pos is a follow-up's place in firing order: due time, then user, then
+// task. The zero Pos is before every follow-up.
+type Pos struct {
+	Due  int64 // unix nanoseconds
 	User string
-	At   time.Time // the user's earliest due time
+	Task string
 }
 
-type entry struct {
-	due  int64 // unix nanoseconds
-	user string
-}
-
-func less(a, b entry) bool {
-	if a.due != b.due {
-		return a.due < b.due
+// Less orders positions by due time, then user, then task.
+func (a Pos) Less(b Pos) bool {
+	if a.Due != b.Due {
+		return a.Due < b.Due
 	}
-	return a.user < b.user
+	if a.User != b.User {
+		return a.User < b.User
+	}
+	return a.Task < b.Task
 }
 
-type lease struct {
-	user     string
-	deadline int64
+// Compare orders positions like Less, for the slices package.
+func Compare(a, b Pos) int {
+	switch {
+	case a.Less(b):
+		return -1
+	case b.Less(a):
+		return 1
+	}
+	return 0
 }
 
-// Index is the due index of one partition of the scheduler table: for every
-// user with pending follow-ups, the earliest due time. It mirrors the table
-// exactly (the storage wrapper feeds it every Set and Delete, recovery
-// included) and answers "what is due now" at a cost proportional to the
-// answer.
+// IsZero reports the zero position.
+func (a Pos) IsZero() bool { return a == Pos{} }
+
+// Time is the position's due time.
+func (a Pos) Time() time.Time { return time.Unix(0, a.Due) }
+
+// Mark is a partition's fired mark: every follow-up at or before Through has
+// fired. The tick callback writes it to the table under the partition's tick
+// key; the index reads it back like any other value.
+type Mark struct {
+	Through Pos
+	// Staged is Through as it was at StagedAt; it becomes Checkpoint when a
+	// newer one is staged, so Checkpoint is Through of one to two staging
+	// intervals ago.
+	Staged     Pos
+	StagedAt   int64
+	Checkpoint Pos
+	// LastTick is the highest tick offset that moved the mark.
+	LastTick int64
+}
+
+// Task is a follow-up as the index sees it.
+type Task struct {
+	Due int64
+	ID  string
+}
+
+// Value is what the index reads from one table value.
+type Value struct {
+	Pending []Task // not yet recorded as fired (those at or before the mark have fired)
+	Fired   []Task // recorded as fired
+	Mark    *Mark  // set on a tick key's value
+}
+
+// Index is the due index of one partition of the scheduler table: every
+// pending follow-up after the partition's fired mark, in firing order. It
+// mirrors the table (the storage wrapper feeds it every Set and Delete,
+// recovery included) and answers "what is due now" at a cost proportional to
+// the answer.
 //
-// A user handed out by TakeDue is leased: it is not offered again until the
-// lease ends (visibility timeout) or the user's table value changes, so a
-// burst of due users is not re-sent by every tick while their fire messages
-// are in flight.
+// From Open until the first tick after it (Replayed), the index also keeps
+// the follow-ups between the mark's Checkpoint and Through, the ones a
+// replayed tick may have to publish again.
 //
 // Index is safe for concurrent use: the partition goroutine writes it, the
 // punctuator reads it.
 type Index struct {
 	mu      sync.Mutex
-	pending map[string]int64         // user → earliest due; what the table holds
-	ready   *btree.BTreeG[entry]     // pending users not leased, by due time
-	leased  map[string]int64         // user → lease deadline
-	leases  []lease                  // leases in the order given (deadlines ascend)
-	changed func(earliest time.Time) // told when the earliest due time may have moved earlier
+	mark    Mark
+	ready   *btree.BTreeG[Pos] // pending follow-ups after the mark
+	byUser  map[string][]Task  // the same, by user, to drop a user's old ones on update
+	recent  *btree.BTreeG[Pos] // fired, in (Checkpoint, Through]; nil once replay is settled
+	changed func()             // told when the earliest due time may have moved earlier
 }
 
-// NewIndex returns an empty index. changed, if not nil, is called (without
-// the index lock held) when an update makes a user due earlier than before.
-func NewIndex(changed func(earliest time.Time)) *Index {
+func posLess(a, b Pos) bool { return a.Less(b) }
+
+// NewIndex returns an empty index that keeps replay candidates until
+// Replayed. changed, if not nil, is called (without the index lock held)
+// when an update makes a follow-up due earlier than any before.
+func NewIndex(changed func()) *Index {
 	return &Index{
-		pending: make(map[string]int64),
-		ready:   btree.NewG(32, less),
-		leased:  make(map[string]int64),
+		ready:   btree.NewG(32, posLess),
+		byUser:  make(map[string][]Task),
+		recent:  btree.NewG(32, posLess),
 		changed: changed,
 	}
 }
 
-// Update records the user's earliest due time as the table now holds it;
-// ok=false means the user has nothing pending (or no value at all).
-func (x *Index) Update(user string, due time.Time, ok bool) {
+// Update records a table value as the table now holds it; a nil Value means
+// the key was deleted.
+func (x *Index) Update(key string, v *Value) {
 	x.mu.Lock()
-	old, had := x.pending[user]
-	if had {
-		x.ready.Delete(entry{old, user})
-		delete(x.leased, user)
+	for _, t := range x.byUser[key] {
+		x.ready.Delete(Pos{t.Due, key, t.ID})
 	}
-	var notify bool
-	if ok {
-		d := due.UnixNano()
-		x.pending[user] = d
-		x.ready.ReplaceOrInsert(entry{d, user})
-		min, _ := x.ready.Min()
-		notify = min.user == user && min.due == d
-	} else if had {
-		delete(x.pending, user)
+	delete(x.byUser, key)
+	if v != nil && v.Mark != nil {
+		x.setMark(*v.Mark)
+	}
+	notify := false
+	if v != nil {
+		var mine []Task
+		for _, t := range v.Pending {
+			p := Pos{t.Due, key, t.ID}
+			if !x.mark.Through.Less(p) {
+				x.keepRecent(p) // fired by a tick, not yet recorded in the user's value
+				continue
+			}
+			mine = append(mine, t)
+			x.ready.ReplaceOrInsert(p)
+			if min, _ := x.ready.Min(); min == p {
+				notify = true
+			}
+		}
+		if len(mine) > 0 {
+			x.byUser[key] = mine
+		}
+		if x.recent != nil {
+			for _, t := range v.Fired {
+				x.keepRecent(Pos{t.Due, key, t.ID})
+			}
+		}
 	}
 	x.mu.Unlock()
 	if notify && x.changed != nil {
-		x.changed(due)
+		x.changed()
 	}
 }
 
-// TakeDue hands out up to max users due at now (max <= 0: no limit) and
-// leases them for visibility.
-func (x *Index) TakeDue(now time.Time, visibility time.Duration, max int) []Due {
+// setMark moves the mark; follow-ups it passes have fired.
+func (x *Index) setMark(m Mark) {
+	old := x.mark
+	x.mark = m
+	if old.Through.Less(m.Through) {
+		for {
+			p, ok := x.ready.Min()
+			if !ok || m.Through.Less(p) {
+				break
+			}
+			x.ready.DeleteMin()
+			x.dropFromUser(p)
+			x.keepRecent(p)
+		}
+	}
+	if x.recent != nil {
+		for {
+			p, ok := x.recent.Min()
+			if !ok || m.Checkpoint.Less(p) {
+				break
+			}
+			x.recent.DeleteMin()
+		}
+	}
+}
+
+func (x *Index) keepRecent(p Pos) {
+	if x.recent != nil && x.mark.Checkpoint.Less(p) && !x.mark.Through.Less(p) {
+		x.recent.ReplaceOrInsert(p)
+	}
+}
+
+func (x *Index) dropFromUser(p Pos) {
+	ts := x.byUser[p.User]
+	for i, t := range ts {
+		if t.ID == p.Task && t.Due == p.Due {
+			ts = append(ts[:i], ts[i+1:]...)
+			break
+		}
+	}
+	if len(ts) == 0 {
+		delete(x.byUser, p.User)
+	} else {
+		x.byUser[p.User] = ts
+	}
+}
+
+// TakeDue removes and returns, in firing order, up to max follow-ups due at
+// now (max <= 0: no limit). The caller fires them and then writes a mark at
+// or after the last one.
+func (x *Index) TakeDue(now time.Time, max int) []Pos {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := now.UnixNano()
-	x.expireLeases(n)
-	var out []Due
-	for {
-		if max > 0 && len(out) >= max {
-			break
-		}
-		e, ok := x.ready.Min()
-		if !ok || e.due > n {
+	var out []Pos
+	for max <= 0 || len(out) < max {
+		p, ok := x.ready.Min()
+		if !ok || p.Due > n {
 			break
 		}
 		x.ready.DeleteMin()
-		deadline := n + int64(visibility)
-		x.leased[e.user] = deadline
-		x.leases = append(x.leases, lease{e.user, deadline})
-		out = append(out, Due{User: e.user, At: time.Unix(0, e.due)})
+		x.dropFromUser(p)
+		out = append(out, p)
 	}
 	return out
 }
 
-// expireLeases offers leased users again once their lease has ended.
-func (x *Index) expireLeases(now int64) {
-	i := 0
-	for ; i < len(x.leases); i++ {
-		l := x.leases[i]
-		if l.deadline > now {
-			break
-		}
-		if d, ok := x.leased[l.user]; ok && d == l.deadline {
-			delete(x.leased, l.user)
-			if due, ok := x.pending[l.user]; ok {
-				x.ready.ReplaceOrInsert(entry{due, l.user})
-			}
-		}
-	}
-	x.leases = x.leases[i:]
-	if len(x.leases) == 0 {
-		x.leases = nil // let the backing array go
-	}
+// Mark returns the partition's fired mark.
+func (x *Index) Mark() Mark {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.mark
 }
 
-// Next returns when TakeDue will next have something to hand out: the
-// earliest ready due time or the end of the earliest live lease.
+// Fired reports whether the follow-up at p has fired (it is at or before
+// the mark).
+func (x *Index) Fired(p Pos) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return !x.mark.Through.Less(p)
+}
+
+// Replaying reports whether the index still keeps replay candidates (no
+// tick was handled since Open).
+func (x *Index) Replaying() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.recent != nil
+}
+
+// Replayed ends the replay window and returns the fired follow-ups after
+// from (at most Through). complete is false when from is before the
+// Checkpoint: the ones between from and the Checkpoint are not kept and the
+// caller must find them in the table.
+func (x *Index) Replayed(from Pos) (fired []Pos, complete bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.recent == nil {
+		return nil, true
+	}
+	x.recent.Ascend(func(p Pos) bool {
+		if from.Less(p) {
+			fired = append(fired, p)
+		}
+		return true
+	})
+	x.recent = nil
+	return fired, !from.Less(x.mark.Checkpoint)
+}
+
+// Next returns the earliest due time of the follow-ups after the mark.
 func (x *Index) Next() (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	// Drop leases that no longer hold (the user's value changed).
-	for len(x.leases) > 0 {
-		l := x.leases[0]
-		if d, ok := x.leased[l.user]; ok && d == l.deadline {
-			break
-		}
-		x.leases = x.leases[1:]
-	}
-	next, ok := int64(0), false
-	if e, has := x.ready.Min(); has {
-		next, ok = e.due, true
-	}
-	if len(x.leases) > 0 && (!ok || x.leases[0].deadline < next) {
-		next, ok = x.leases[0].deadline, true
-	}
+	p, ok := x.ready.Min()
 	if !ok {
 		return time.Time{}, false
 	}
-	return time.Unix(0, next), true
+	return p.Time(), true
 }
 
-// Len is the number of users with pending follow-ups.
+// Len is the number of follow-ups after the mark.
 func (x *Index) Len() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return len(x.pending)
+	return x.ready.Len()
 }
 
-// Pending returns a copy of user → earliest due time, for tests and tools.
-func (x *Index) Pending() map[string]time.Time {
+// Pending returns a copy of the follow-ups after the mark, in firing order,
+// for tests and tools.
+func (x *Index) Pending() []Pos {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	m := make(map[string]time.Time, len(x.pending))
-	for u, d := range x.pending {
-		m[u] = time.Unix(0, d)
-	}
-	return m
+	out := make([]Pos, 0, x.ready.Len())
+	x.ready.Ascend(func(p Pos) bool {
+		out = append(out, p)
+		return true
+	})
+	return out
 }

@@ -9,9 +9,11 @@
 //   - a Punctuator goroutine that sends a tick to a partition of the ticks
 //     topic when that partition's earliest due time arrives (and a slow
 //     heartbeat otherwise), at most one tick in flight per partition;
-//   - the scheduler's tick callback, which takes the due users from the
-//     partition's Index and loops a fire message back to each user, so every
-//     table write happens in the callback for that user's key.
+//   - the scheduler's tick callback, which takes the due follow-ups from the
+//     partition's Index, publishes their calls and writes the partition's
+//     fired mark (one table value under the tick key) instead of each
+//     user's value. The index treats every follow-up at or before the mark
+//     as fired; a user's next command records it in the user's value.
 package punctuation
 
 import (
@@ -19,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,12 +34,15 @@ import (
 type Config struct {
 	// Table is the topic of the group table to index.
 	Table string
-	// Earliest extracts the earliest due time from a table value;
-	// ok=false when nothing is pending.
-	Earliest func(value []byte) (due time.Time, ok bool, err error)
-	// Send produces a tick to the given partition of the ticks topic. It
-	// should not block on the broker's acknowledgement.
-	Send  func(partition int32) error
+	// Parse reads the follow-ups (and, on a tick key, the mark) of a table
+	// value.
+	Parse func(value []byte) (*Value, error)
+	// MarkKey is the table key that holds a partition's mark.
+	MarkKey func(partition int32) string
+	// Send produces a tick to the given partition of the ticks topic,
+	// carrying the partition's mark as it is now. It should not block on the
+	// broker's acknowledgement.
+	Send  func(partition int32, through Pos) error
 	Clock clock.Clock
 	// MinGap is the shortest time between two ticks of one partition.
 	MinGap time.Duration
@@ -70,8 +76,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.Table == "":
 		return errors.New("punctuation: no table topic")
-	case c.Earliest == nil:
-		return errors.New("punctuation: no Earliest function")
+	case c.Parse == nil:
+		return errors.New("punctuation: no Parse function")
+	case c.MarkKey == nil:
+		return errors.New("punctuation: no MarkKey function")
 	}
 	return nil
 }
@@ -88,6 +96,7 @@ type Punctuator struct {
 
 type partition struct {
 	index       *Index
+	table       storage.Storage
 	lastSent    time.Time
 	outstanding bool
 }
@@ -109,6 +118,57 @@ func (p *Punctuator) Index(part int32) *Index {
 		return s.index
 	}
 	return nil
+}
+
+// Table returns the local store of an owned partition (reads only: the
+// partition's callbacks write through their context), or nil.
+func (p *Punctuator) Table(part int32) storage.Storage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.parts[part]; s != nil {
+		return s.table
+	}
+	return nil
+}
+
+// FiredBetween scans an owned partition's table for the fired follow-ups in
+// (from, to], in firing order: the slow path of a replay that reaches back
+// before the Checkpoint. Call it on the partition's goroutine.
+func (p *Punctuator) FiredBetween(part int32, from, to Pos) ([]Pos, error) {
+	st := p.Table(part)
+	if st == nil {
+		return nil, fmt.Errorf("partition %d not owned", part)
+	}
+	it, err := st.Iterator()
+	if err != nil {
+		return nil, fmt.Errorf("scan partition %d: %w", part, err)
+	}
+	defer it.Release()
+	var out []Pos
+	add := func(key string, ts []Task) {
+		for _, t := range ts {
+			if q := (Pos{t.Due, key, t.ID}); from.Less(q) && !to.Less(q) {
+				out = append(out, q)
+			}
+		}
+	}
+	for it.Next() {
+		raw, err := it.Value()
+		if err != nil {
+			return nil, fmt.Errorf("scan partition %d: %w", part, err)
+		}
+		v, err := p.cfg.Parse(raw)
+		if err != nil {
+			continue // logged when it was written
+		}
+		add(string(it.Key()), v.Pending)
+		add(string(it.Key()), v.Fired)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("scan partition %d: %w", part, err)
+	}
+	slices.SortFunc(out, Compare)
+	return out, nil
 }
 
 // Ticked tells the punctuator that a tick of the partition was processed.
@@ -152,11 +212,15 @@ func (p *Punctuator) round() time.Duration {
 	if len(p.parts) > 0 {
 		next = now.Add(p.cfg.Heartbeat + p.cfg.TickTimeout)
 	}
-	var send []int32
+	type tick struct {
+		part    int32
+		through Pos
+	}
+	var send []tick
 	for id, s := range p.parts {
 		at := p.tickAt(s)
 		if !at.After(now) {
-			send = append(send, id)
+			send = append(send, tick{id, s.index.Mark().Through})
 			s.lastSent, s.outstanding = now, true
 			at = now.Add(p.cfg.TickTimeout)
 		}
@@ -165,11 +229,11 @@ func (p *Punctuator) round() time.Duration {
 		}
 	}
 	p.mu.Unlock()
-	for _, id := range send {
-		if err := p.cfg.Send(id); err != nil {
-			p.cfg.Logger.Warn("send tick", "partition", id, "err", err)
+	for _, t := range send {
+		if err := p.cfg.Send(t.part, t.through); err != nil {
+			p.cfg.Logger.Warn("send tick", "partition", t.part, "err", err)
 			p.mu.Lock()
-			if s := p.parts[id]; s != nil {
+			if s := p.parts[t.part]; s != nil {
 				s.outstanding = false
 			}
 			p.mu.Unlock()
@@ -193,9 +257,9 @@ func (p *Punctuator) tickAt(s *partition) time.Time {
 	return at
 }
 
-func (p *Punctuator) register(part int32, x *Index) {
+func (p *Punctuator) register(part int32, x *Index, table storage.Storage) {
 	p.mu.Lock()
-	p.parts[part] = &partition{index: x}
+	p.parts[part] = &partition{index: x, table: table}
 	p.mu.Unlock()
 	p.poke()
 }
@@ -232,7 +296,13 @@ func (s *indexed) Open() error {
 	if err := s.Storage.Open(); err != nil {
 		return err
 	}
-	s.index = NewIndex(func(time.Time) { s.p.poke() })
+	s.index = NewIndex(s.p.poke)
+	// The mark first, so that the scan knows which follow-ups have fired.
+	if raw, err := s.Storage.Get(s.p.cfg.MarkKey(s.part)); err != nil {
+		return fmt.Errorf("index partition %d: %w", s.part, err)
+	} else if raw != nil {
+		s.update(s.p.cfg.MarkKey(s.part), raw)
+	}
 	it, err := s.Storage.Iterator()
 	if err != nil {
 		return fmt.Errorf("index partition %d: %w", s.part, err)
@@ -250,8 +320,8 @@ func (s *indexed) Open() error {
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("index partition %d: %w", s.part, err)
 	}
-	s.p.cfg.Logger.Debug("due index opened", "table", s.p.cfg.Table, "partition", s.part, "keys", n, "pending_users", s.index.Len())
-	s.p.register(s.part, s.index)
+	s.p.cfg.Logger.Debug("due index opened", "table", s.p.cfg.Table, "partition", s.part, "keys", n, "pending", s.index.Len())
+	s.p.register(s.part, s.index, s.Storage)
 	return nil
 }
 
@@ -272,14 +342,15 @@ func (s *indexed) Delete(key string) error {
 	if err := s.Storage.Delete(key); err != nil {
 		return err
 	}
-	s.index.Update(key, time.Time{}, false)
+	s.index.Update(key, nil)
 	return nil
 }
 
 func (s *indexed) update(key string, value []byte) {
-	due, ok, err := s.p.cfg.Earliest(value)
+	v, err := s.p.cfg.Parse(value)
 	if err != nil {
 		s.p.cfg.Logger.Error("unreadable table value, not indexed", "table", s.p.cfg.Table, "partition", s.part, "key", key, "err", err)
+		v = nil
 	}
-	s.index.Update(key, due, ok && err == nil)
+	s.index.Update(key, v)
 }

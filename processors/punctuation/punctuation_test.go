@@ -1,11 +1,12 @@
 package punctuation
 
 import (
-	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,22 +17,33 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// A test table value: 8 bytes of unix nanoseconds, or empty for nothing pending.
-func enc(due time.Time) []byte { return binary.BigEndian.AppendUint64(nil, uint64(due.UnixNano())) }
-
-func earliest(v []byte) (time.Time, bool, error) {
-	switch len(v) {
-	case 0:
-		return time.Time{}, false, nil
-	case 8:
-		return time.Unix(0, int64(binary.BigEndian.Uint64(v))), true, nil
+// Test table values are Values in JSON.
+func encValue(v Value) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
 	}
-	return time.Time{}, false, errors.New("bad value")
+	return b
 }
 
-func newTestPunctuator(t *testing.T, clk clock.Clock, send func(int32) error) *Punctuator {
+// enc is a value with one pending follow-up "t" due at due.
+func enc(due time.Time) []byte {
+	return encValue(Value{Pending: []Task{{Due: due.UnixNano(), ID: "t"}}})
+}
+
+func parse(b []byte) (*Value, error) {
+	var v Value
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+const markKey = "mark"
+
+func newTestPunctuator(t *testing.T, clk clock.Clock, send func(int32, Pos) error) *Punctuator {
 	t.Helper()
-	p, err := New(Config{Table: "tbl", Earliest: earliest, Send: send, Clock: clk,
+	p, err := New(Config{Table: "tbl", Parse: parse, MarkKey: func(int32) string { return markKey }, Send: send, Clock: clk,
 		MinGap: 10 * time.Millisecond, Heartbeat: time.Second, TickTimeout: 3 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -52,62 +64,87 @@ func open(t *testing.T, p *Punctuator, topic string, part int32, inner storage.S
 	return st
 }
 
-// scan computes what the index must hold from the table itself.
-func scan(t *testing.T, st storage.Storage) map[string]time.Time {
+// scan computes from the table itself what the index must hold: the
+// pending follow-ups after the mark, and the fired ones in
+// (Checkpoint, Through] that a replay must find.
+func scan(t *testing.T, st storage.Storage) (pending, fired []Pos) {
 	t.Helper()
+	var mark Mark
+	if raw, _ := st.Get(markKey); raw != nil {
+		if v, err := parse(raw); err == nil && v.Mark != nil {
+			mark = *v.Mark
+		}
+	}
 	it, err := st.Iterator()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Release()
-	m := map[string]time.Time{}
 	for it.Next() {
-		v, _ := it.Value()
-		if due, ok, _ := earliest(v); ok {
-			m[string(it.Key())] = due
+		raw, _ := it.Value()
+		v, err := parse(raw)
+		if err != nil {
+			continue
+		}
+		key := string(it.Key())
+		for i, ts := range [][]Task{v.Pending, v.Fired} {
+			for _, task := range ts {
+				p := Pos{task.Due, key, task.ID}
+				switch {
+				case i == 0 && mark.Through.Less(p):
+					pending = append(pending, p)
+				case mark.Checkpoint.Less(p) && !mark.Through.Less(p):
+					fired = append(fired, p)
+				}
+			}
 		}
 	}
-	return m
+	slices.SortFunc(pending, Compare)
+	slices.SortFunc(fired, Compare)
+	return slices.Compact(pending), slices.Compact(fired)
 }
 
-func equal(a, b map[string]time.Time) bool {
-	if len(a) != len(b) {
-		return false
+// randomValue is a user's value: up to three pending follow-ups with due
+// times in t0+[0, 1000)s and up to two fired ones before the mark (as the
+// scheduler records them), or (rarely) something unreadable.
+func randomValue(rng *rand.Rand, mark Mark) []byte {
+	if rng.IntN(40) == 0 {
+		return []byte("not json")
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || !w.Equal(v) {
-			return false
+	var v Value
+	for i := range rng.IntN(4) {
+		v.Pending = append(v.Pending, Task{Due: t0.Add(time.Duration(rng.IntN(1000)) * time.Second).UnixNano(), ID: string(rune('p' + i))})
+	}
+	if span := mark.Through.Due - t0.UnixNano(); span > 0 {
+		for i := range rng.IntN(3) {
+			v.Fired = append(v.Fired, Task{Due: t0.UnixNano() + rng.Int64N(span), ID: "f" + string(rune('p'+i))})
 		}
 	}
-	return true
+	return encValue(v)
 }
 
 // The index always equals a scan of the table: through sets, deletes,
-// values with nothing pending, a reopen of the same store, and a recovery
-// that replays the writes into an empty store.
+// unreadable values, follow-ups taken and a mark written after them (as the
+// scheduler's tick does), a reopen of the same store, and a recovery that
+// replays the writes into an empty store. After a reopen or recovery, the
+// replay candidates include every fired follow-up in (Checkpoint, Through].
 func TestIndexEqualsTableScan(t *testing.T) {
-	for seed := uint64(1); seed <= 20; seed++ {
+	for seed := uint64(1); seed <= 10; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		p := newTestPunctuator(t, clock.NewFake(t0), nil)
 		inner := storage.NewMemory()
 		st := open(t, p, "tbl", 3, inner)
+		p.Index(3).Replayed(Pos{}) // the first tick: live from here
 		type op struct {
 			key string
 			val []byte
 			del bool
 		}
-		var log []op
-		for i := 0; i < 2000; i++ {
-			key := string(rune('a' + rng.IntN(50)))
-			o := op{key: key}
-			switch r := rng.IntN(10); {
-			case r < 2:
-				o.del = true
-			case r < 3:
-				o.val = []byte{}
-			default:
-				o.val = enc(t0.Add(time.Duration(rng.IntN(1000)) * time.Second))
-			}
+		var (
+			log  []op
+			mark Mark
+		)
+		apply := func(st storage.Storage, o op) {
 			var err error
 			if o.del {
 				err = st.Delete(o.key)
@@ -117,15 +154,60 @@ func TestIndexEqualsTableScan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			log = append(log, o)
-			if rng.IntN(7) == 0 { // hand out and lease some, which must not change what is pending
-				p.Index(3).TakeDue(t0.Add(time.Duration(rng.IntN(1000))*time.Second), time.Second, 5)
+		}
+		for i := 0; i < 1500; i++ {
+			o := op{key: string(rune('a' + rng.IntN(50)))}
+			switch r := rng.IntN(10); {
+			case r < 1:
+				o.del = true
+			case r < 2:
+				o.val = []byte("{}")
+			case r < 4: // a tick: take what is due, write the mark after it
+				now := mark.Through.Time().Add(time.Duration(rng.IntN(60)) * time.Second)
+				if mark.Through.IsZero() {
+					now = t0
+				}
+				due := p.Index(3).TakeDue(now, 1+rng.IntN(5))
+				if len(due) == 0 {
+					continue
+				}
+				if rng.IntN(3) == 0 {
+					mark.Checkpoint, mark.Staged = mark.Staged, mark.Through
+				}
+				mark.Through = due[len(due)-1]
+				o = op{key: markKey, val: encValue(Value{Mark: &mark})}
+			default:
+				o.val = randomValue(rng, mark)
 			}
-			if got, want := p.Index(3).Pending(), scan(t, inner); !equal(got, want) {
+			apply(st, o)
+			log = append(log, o)
+			want, _ := scan(t, inner)
+			if got := p.Index(3).Pending(); !slices.Equal(got, want) {
 				t.Fatalf("seed %d op %d: index %v, scan %v", seed, i, got, want)
 			}
 		}
-		want := scan(t, inner)
+		want, wantFired := scan(t, inner)
+		check := func(when string) {
+			t.Helper()
+			x := p.Index(3)
+			if got := x.Pending(); !slices.Equal(got, want) {
+				t.Fatalf("seed %d %s: index %v, want %v", seed, when, got, want)
+			}
+			fired, complete := x.Replayed(Pos{})
+			if complete != mark.Checkpoint.IsZero() {
+				t.Fatalf("seed %d %s: complete %v with checkpoint %v", seed, when, complete, mark.Checkpoint)
+			}
+			for _, f := range wantFired {
+				if _, found := slices.BinarySearchFunc(fired, f, Compare); !found {
+					t.Fatalf("seed %d %s: replay misses %v (has %v)", seed, when, f, fired)
+				}
+			}
+			for _, f := range fired {
+				if !mark.Checkpoint.Less(f) || mark.Through.Less(f) {
+					t.Fatalf("seed %d %s: replay candidate %v outside (%v, %v]", seed, when, f, mark.Checkpoint, mark.Through)
+				}
+			}
+		}
 
 		// Reopen over the same store: the index is rebuilt from it.
 		if err := st.Close(); err != nil {
@@ -135,23 +217,14 @@ func TestIndexEqualsTableScan(t *testing.T) {
 			t.Fatal("closed partition still registered")
 		}
 		open(t, p, "tbl", 3, inner)
-		if got := p.Index(3).Pending(); !equal(got, want) {
-			t.Fatalf("seed %d after reopen: index %v, want %v", seed, got, want)
-		}
+		check("after reopen")
 
 		// Recovery: the changelog replayed into an empty store.
-		fresh := storage.NewMemory()
-		rec := open(t, p, "tbl", 3, fresh)
+		rec := open(t, p, "tbl", 3, storage.NewMemory())
 		for _, o := range log {
-			if o.del {
-				_ = rec.Delete(o.key)
-			} else {
-				_ = rec.Set(o.key, o.val)
-			}
+			apply(rec, o)
 		}
-		if got := p.Index(3).Pending(); !equal(got, want) {
-			t.Fatalf("seed %d after recovery: index %v, want %v", seed, got, want)
-		}
+		check("after recovery")
 	}
 }
 
@@ -163,65 +236,79 @@ func TestOtherTopicsAreNotIndexed(t *testing.T) {
 	}
 }
 
-func TestTakeDueOrderLimitAndLease(t *testing.T) {
+func TestTakeDueOrderAndLimit(t *testing.T) {
 	x := NewIndex(nil)
-	x.Update("late", t0.Add(time.Hour), true)
-	x.Update("b", t0.Add(2*time.Second), true)
-	x.Update("a", t0.Add(time.Second), true)
-	x.Update("c", t0.Add(3*time.Second), true)
+	x.Update("late", &Value{Pending: []Task{{t0.Add(time.Hour).UnixNano(), "t"}}})
+	x.Update("b", &Value{Pending: []Task{{t0.Add(2 * time.Second).UnixNano(), "t"}}})
+	x.Update("a", &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}, {t0.Add(3 * time.Second).UnixNano(), "u"}}})
 
-	if got := x.TakeDue(t0, time.Minute, 0); len(got) != 0 {
+	if got := x.TakeDue(t0, 0); len(got) != 0 {
 		t.Fatalf("nothing is due at t0, got %v", got)
 	}
 	now := t0.Add(3 * time.Second)
-	got := x.TakeDue(now, time.Minute, 2)
-	if len(got) != 2 || got[0].User != "a" || got[1].User != "b" || !got[0].At.Equal(t0.Add(time.Second)) {
+	got := x.TakeDue(now, 2)
+	if len(got) != 2 || got[0].User != "a" || got[1].User != "b" || !got[0].Time().Equal(t0.Add(time.Second)) {
 		t.Fatalf("got %v, want a, b", got)
 	}
-	got = x.TakeDue(now, time.Minute, 0)
-	if len(got) != 1 || got[0].User != "c" {
-		t.Fatalf("got %v, want c", got)
+	got = x.TakeDue(now, 0)
+	if len(got) != 1 || got[0].User != "a" || got[0].Task != "u" {
+		t.Fatalf("got %v, want a's second", got)
 	}
-	// Leased: not offered again until the lease ends.
-	if got := x.TakeDue(now.Add(59*time.Second), time.Minute, 0); len(got) != 0 {
-		t.Fatalf("leased users offered again: %v", got)
+	if got := x.TakeDue(now, 0); len(got) != 0 {
+		t.Fatalf("taken follow-ups offered again: %v", got)
 	}
-	if next, ok := x.Next(); !ok || !next.Equal(now.Add(time.Minute)) {
-		t.Fatalf("next %v %v, want the lease end", next, ok)
+	if next, ok := x.Next(); !ok || !next.Equal(t0.Add(time.Hour)) || x.Len() != 1 {
+		t.Fatalf("next %v %v len %d, want late only", next, ok, x.Len())
 	}
-	// A user whose value changed is offered again at once (if still due);
-	// one that fired (nothing pending) is gone.
-	x.Update("a", t0, true)
-	x.Update("b", time.Time{}, false)
-	got = x.TakeDue(now.Add(59*time.Second), time.Minute, 0)
-	if len(got) != 1 || got[0].User != "a" {
-		t.Fatalf("got %v, want a", got)
+	// A new value replaces the user's follow-ups.
+	x.Update("late", &Value{Pending: []Task{{t0.UnixNano(), "x"}}})
+	if p := x.Pending(); len(p) != 1 || p[0].Task != "x" {
+		t.Fatalf("pending %v", p)
 	}
-	// Leases end: a and c come back, in due order; b never.
-	got = x.TakeDue(now.Add(3*time.Minute), time.Minute, 0)
-	if len(got) != 2 || got[0].User != "a" || got[1].User != "c" {
-		t.Fatalf("got %v, want a, c after their leases ended", got)
+}
+
+// The mark hides what it passed; a follow-up written at or before it counts
+// as fired.
+func TestMarkHidesFiredFollowUps(t *testing.T) {
+	x := NewIndex(nil)
+	x.Update("a", &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}}})
+	x.Update("b", &Value{Pending: []Task{{t0.Add(2 * time.Second).UnixNano(), "t"}}})
+	x.Update("m", &Value{Mark: &Mark{Through: Pos{t0.Add(time.Second).UnixNano(), "a", "t"}}})
+	if p := x.Pending(); len(p) != 1 || p[0].User != "b" {
+		t.Fatalf("pending %v, want b", p)
 	}
-	if x.Len() != 3 {
-		t.Fatalf("len %d, want 3 (late, c, a)", x.Len())
+	if !x.Fired(Pos{t0.Add(time.Second).UnixNano(), "a", "t"}) || !x.Fired(Pos{t0.UnixNano(), "z", "t"}) || x.Fired(Pos{t0.Add(time.Second).UnixNano(), "a", "u"}) {
+		t.Fatal("Fired disagrees with the mark")
+	}
+	x.Update("c", &Value{Pending: []Task{{t0.UnixNano(), "t"}}})
+	if x.Len() != 1 {
+		t.Fatalf("a follow-up before the mark was indexed: %v", x.Pending())
+	}
+	// Kept for a replay until the first tick: a's and c's (after the zero checkpoint).
+	fired, complete := x.Replayed(Pos{})
+	if !complete || len(fired) != 2 || fired[0].User != "c" || fired[1].User != "a" {
+		t.Fatalf("replay %v %v", fired, complete)
+	}
+	if fired, _ := x.Replayed(Pos{}); fired != nil || x.Replaying() {
+		t.Fatal("replay candidates kept after Replayed")
 	}
 }
 
 func TestUpdateNotifiesOnlyWhenEarliestMovesEarlier(t *testing.T) {
-	var told []time.Time
-	x := NewIndex(func(at time.Time) { told = append(told, at) })
-	x.Update("a", t0.Add(time.Minute), true)
-	x.Update("b", t0.Add(2*time.Minute), true)
-	x.Update("c", t0.Add(time.Second), true)
-	if len(told) != 2 || !told[1].Equal(t0.Add(time.Second)) {
-		t.Fatalf("told %v, want the first insert and c", told)
+	n := 0
+	x := NewIndex(func() { n++ })
+	x.Update("a", &Value{Pending: []Task{{t0.Add(time.Minute).UnixNano(), "t"}}})
+	x.Update("b", &Value{Pending: []Task{{t0.Add(2 * time.Minute).UnixNano(), "t"}}})
+	x.Update("c", &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}}})
+	if n != 2 {
+		t.Fatalf("told %d times, want the first insert and c", n)
 	}
 }
 
 type sends struct{ parts []int32 }
 
-func (s *sends) send(p int32) error { s.parts = append(s.parts, p); return nil }
-func (s *sends) take() []int32      { out := s.parts; s.parts = nil; return out }
+func (s *sends) send(p int32, _ Pos) error { s.parts = append(s.parts, p); return nil }
+func (s *sends) take() []int32             { out := s.parts; s.parts = nil; return out }
 
 func TestRoundTicksWhenDue(t *testing.T) {
 	clk := clock.NewFake(t0)
@@ -304,7 +391,7 @@ func TestSendErrorIsRetried(t *testing.T) {
 	clk := clock.NewFake(t0)
 	fail := true
 	var n int
-	p := newTestPunctuator(t, clk, func(int32) error {
+	p := newTestPunctuator(t, clk, func(int32, Pos) error {
 		n++
 		if fail {
 			return errors.New("broker down")

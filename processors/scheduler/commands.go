@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 	_ "time/tzdata" // time zones validate the same on every host
@@ -39,6 +40,7 @@ const (
 	ReasonMissingWhen      Reason = "missing_when"
 	ReasonPayloadTooLarge  Reason = "payload_too_large"
 	ReasonMisroutedForward Reason = "misrouted_after_forward"
+	ReasonReservedUserID   Reason = "reserved_user_id"
 )
 
 // RejectError is a command the scheduler cannot accept, with its reason.
@@ -117,6 +119,9 @@ func Validate(key string, cmd *pb.Command, issued time.Time, lim Limits) (string
 		user = key
 	case key != user:
 		return "", reject(ReasonKeyMismatch, "record key %q differs from user id %q", key, user)
+	}
+	if strings.HasPrefix(user, topology.ReservedPrefix) {
+		return "", reject(ReasonReservedUserID, "user id %q starts with %q, which is reserved", user, topology.ReservedPrefix)
 	}
 	switch c := cmd.GetCommand().(type) {
 	case *pb.Command_Onboard:
@@ -231,7 +236,9 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 		return
 	}
 	st := s.state(ctx)
-	changed := false
+	// What ticks fired is recorded first, so that a late cancel or
+	// reschedule of it is reported as too late.
+	changed := s.settle(ctx, st, false)
 	switch c := cmd.GetCommand().(type) {
 	case *pb.Command_Onboard:
 		if err := s.onboard(st, c.Onboard, issued); err != nil {
@@ -240,10 +247,13 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 		}
 		changed = true
 	case *pb.Command_Cancel:
-		changed = s.cancel(ctx, st, c.Cancel.GetTaskId())
+		changed = s.cancel(ctx, st, c.Cancel.GetTaskId()) || changed
 	case *pb.Command_Reschedule:
-		changed = s.reschedule(ctx, st, c.Reschedule, issued)
+		changed = s.reschedule(ctx, st, c.Reschedule, issued) || changed
 	}
+	// A follow-up now scheduled at or before the fired mark would never be
+	// fired by a tick: it fires here.
+	s.settle(ctx, st, true)
 	if changed {
 		ctx.SetValue(st)
 	}
@@ -400,8 +410,11 @@ func (s *Scheduler) notPending(ctx goka.Context, st *pb.UserState, task string) 
 	for i := len(st.Fired) - 1; i >= 0; i-- {
 		f := st.Fired[i]
 		if f.GetTask().GetTaskId() == task {
-			s.event(ctx, pb.ScheduleEvent_KIND_TOO_LATE, task, f.GetTask().GetDueAt(), f.GetCallId(),
-				fmt.Sprintf("fired at %s", f.GetFiredAt().AsTime().Format(time.RFC3339Nano)))
+			detail := "fired at its due time or later"
+			if f.GetFiredAt() != nil {
+				detail = fmt.Sprintf("fired at %s", f.GetFiredAt().AsTime().Format(time.RFC3339Nano))
+			}
+			s.event(ctx, pb.ScheduleEvent_KIND_TOO_LATE, task, f.GetTask().GetDueAt(), f.GetCallId(), detail)
 			return
 		}
 	}

@@ -1,12 +1,15 @@
 package scheduler
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/processors/punctuation"
 )
 
 // Validation of any command: no panic, and what it accepts, the scheduler
@@ -67,14 +70,18 @@ func FuzzValidate(f *testing.F) {
 	})
 }
 
-// EarliestDue on any bytes: no panic; for bytes that decode as a UserState
-// it is exactly the minimum pending due time.
-func FuzzEarliestDue(f *testing.F) {
-	b, _ := proto.Marshal(&pb.UserState{UserId: "u", Pending: []*pb.Task{{TaskId: "a"}}})
+// ParseValue on any bytes: no panic; for bytes that decode as a UserState
+// it reads exactly the pending and fired follow-ups and the mark.
+func FuzzParseValue(f *testing.F) {
+	ts := timestamppb.New(time.Unix(1700000000, 5))
+	b, _ := proto.Marshal(&pb.UserState{UserId: "u", Pending: []*pb.Task{{TaskId: "a", DueAt: ts}, {TaskId: "b"}},
+		Fired: []*pb.FiredTask{{Task: &pb.Task{TaskId: "c", DueAt: ts}, CallId: "x"}}})
+	f.Add(b)
+	b, _ = proto.Marshal(markValue("k", punctuation.Mark{Through: punctuation.Pos{Due: 7, User: "u", Task: "t"}, StagedAt: 3, LastTick: 9}))
 	f.Add(b)
 	f.Add([]byte{0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		due, ok, err := EarliestDue(data)
+		v, err := ParseValue(data)
 		var st pb.UserState
 		if proto.Unmarshal(data, &st) != nil {
 			return // the fast reader may accept what full decoding rejects (e.g. bad UTF-8 elsewhere)
@@ -82,14 +89,28 @@ func FuzzEarliestDue(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decodable state: %v", err)
 		}
-		var want time.Time
-		for i, task := range st.GetPending() {
-			if d := task.GetDueAt().AsTime(); i == 0 || d.Before(want) {
-				want = d
-			}
+		task := func(t *pb.Task) punctuation.Task {
+			return punctuation.Task{Due: t.GetDueAt().AsTime().UnixNano(), ID: t.GetTaskId()}
 		}
-		if ok != (len(st.GetPending()) > 0) || (ok && !due.Equal(want)) {
-			t.Fatalf("EarliestDue = %v %v, want %v for %d pending", due, ok, want, len(st.GetPending()))
+		var pending, fired []punctuation.Task
+		for _, t := range st.GetPending() {
+			pending = append(pending, task(t))
+		}
+		for _, f := range st.GetFired() {
+			fired = append(fired, task(f.GetTask()))
+		}
+		if !slices.Equal(v.Pending, pending) || !slices.Equal(v.Fired, fired) {
+			t.Fatalf("ParseValue = %v / %v, want %v / %v", v.Pending, v.Fired, pending, fired)
+		}
+		if (v.Mark != nil) != (st.FiredThrough != nil) {
+			t.Fatalf("mark %v, state has %v", v.Mark, st.FiredThrough)
+		}
+		if m := st.GetFiredThrough(); m != nil {
+			want := punctuation.Mark{Through: pos(m.GetThrough()), Staged: pos(m.GetStaged()), StagedAt: m.GetStagedAt().AsTime().UnixNano(),
+				Checkpoint: pos(m.GetCheckpoint()), LastTick: m.GetTickOffset()}
+			if *v.Mark != want {
+				t.Fatalf("mark %+v, want %+v", *v.Mark, want)
+			}
 		}
 	})
 }

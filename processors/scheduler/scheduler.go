@@ -2,9 +2,10 @@
 // in its Goka group table and fires them, never early, to the ivr-calls topic.
 //
 // Its inputs are the commands on the onboarding topic (schedule, cancel,
-// reschedule), the punctuation ticks, and its own loop topic of fire
-// messages. Every write of a user's state happens in the callback for that
-// user's key. See docs/design.md.
+// reschedule) and the punctuation ticks. A tick publishes the calls of its
+// partition's due follow-ups and writes one value, the partition's fired
+// mark; a user's value is written only in the callback for that user's key.
+// See docs/design.md.
 package scheduler
 
 import (
@@ -20,7 +21,6 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/ivrsched/ivrsched/codec"
@@ -52,14 +52,16 @@ type Config struct {
 	// on another partition than the one it arrived on is forwarded there.
 	// 0 or 1 turns the check off.
 	Partitions int32
-	// Visibility is how long a user handed to a fire message is not offered
-	// again while that message is in flight.
-	Visibility time.Duration
-	// MaxFiresPerTick bounds the fire messages one tick sends.
+	// MaxFiresPerTick bounds the calls one tick publishes.
 	MaxFiresPerTick int
+	// ReplayKeep is how often the fired mark stages a checkpoint. A tick
+	// replayed after a crash re-publishes the calls fired since it was sent;
+	// those fired since the checkpoint (one to two ReplayKeep ago) are found
+	// in memory, older ones by scanning the partition.
+	ReplayKeep time.Duration
 	// FiredHistory is how many fired follow-ups each user's state remembers.
 	FiredHistory int
-	// Punctuation tunes the ticks; Table, Earliest, Clock and Logger are set
+	// Punctuation tunes the ticks; Table, Parse, MarkKey, Send, Clock and Logger are set
 	// by the scheduler.
 	Punctuation punctuation.Config
 	Logger      *slog.Logger
@@ -78,8 +80,8 @@ func (c *Config) setDefaults() {
 	if c.Default.Action == nil {
 		c.Default.Action = &pb.Action{IvrScript: "welcome"}
 	}
-	if c.Visibility <= 0 {
-		c.Visibility = 5 * time.Second
+	if c.ReplayKeep <= 0 {
+		c.ReplayKeep = 5 * time.Second
 	}
 	if c.MaxFiresPerTick <= 0 {
 		c.MaxFiresPerTick = 5000
@@ -111,6 +113,9 @@ func (c Config) Validate() error {
 // Stats counts what the scheduler did since it started.
 type Stats struct {
 	Commands, Scheduled, Cancelled, Rescheduled, Fired, Republished, Invalid, Forwarded atomic.Int64
+	// Replays counts replayed ticks; ReplayScans those that had to scan the
+	// partition.
+	Replays, ReplayScans atomic.Int64
 }
 
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.
@@ -123,14 +128,21 @@ type Scheduler struct {
 
 // New returns a scheduler. send produces a tick to a partition of the ticks
 // topic (see TickSender); it may be nil when ticks are fed by hand (tests).
-func New(cfg Config, send func(partition int32) error) (*Scheduler, error) {
+func New(cfg Config, send func(partition int32, through punctuation.Pos) error) (*Scheduler, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	pc := cfg.Punctuation
 	pc.Table = string(cfg.Topics.SchedulerTable())
-	pc.Earliest = EarliestDue
+	pc.Parse = ParseValue
+	keys := topology.TickKeys(max(cfg.Partitions, 1))
+	pc.MarkKey = func(part int32) string {
+		if int(part) < len(keys) {
+			return keys[part]
+		}
+		return ""
+	}
 	pc.Send = send
 	pc.Clock = cfg.Clock
 	pc.Logger = cfg.Logger
@@ -154,7 +166,6 @@ func (s *Scheduler) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(t.Scheduler,
 		goka.Input(t.Onboarding, new(codec.Command), s.onCommand),
 		goka.Input(t.Ticks, new(codec.Tick), s.onTick),
-		goka.Loop(new(codec.Fire), s.onFire),
 		goka.Output(t.Calls, new(codec.IVRCall)),
 		goka.Output(t.Events, new(codec.ScheduleEvent)),
 		goka.Output(t.Onboarding, new(codec.Command)), // forwarding misrouted commands
@@ -176,16 +187,16 @@ func (s *Scheduler) Processor(brokers []string, opts ...goka.ProcessorOption) (*
 
 // TickSender returns a send function for New that emits ticks with em, one
 // key per partition of the ticks topic, stamped with clk (nil: the wall clock).
-func TickSender(em *goka.Emitter, partitions int32, clk clock.Clock, log *slog.Logger) func(int32) error {
+func TickSender(em *goka.Emitter, partitions int32, clk clock.Clock, log *slog.Logger) func(int32, punctuation.Pos) error {
 	keys := topology.TickKeys(partitions)
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return func(p int32) error {
+	return func(p int32, through punctuation.Pos) error {
 		if p < 0 || int(p) >= len(keys) {
 			return fmt.Errorf("tick for partition %d of %d", p, len(keys))
 		}
-		prom, err := em.Emit(keys[p], &pb.Tick{Partition: p, SentAt: timestamppb.New(clk.Now())})
+		prom, err := em.Emit(keys[p], &pb.Tick{Partition: p, SentAt: timestamppb.New(clk.Now()), FiredThrough: position(through)})
 		if err != nil {
 			return err
 		}
@@ -198,99 +209,6 @@ func TickSender(em *goka.Emitter, partitions int32, clk clock.Clock, log *slog.L
 	}
 }
 
-// EarliestDue reads the earliest pending due time from an encoded UserState.
-// It runs on every table write (the due index's storage wrapper), so it
-// reads only the pending tasks' due times off the wire instead of decoding
-// the whole value.
-func EarliestDue(value []byte) (time.Time, bool, error) {
-	var (
-		min   time.Time
-		found bool
-	)
-	err := eachField(value, func(num protowire.Number, typ protowire.Type, v []byte) error {
-		if num != userStatePending || typ != protowire.BytesType {
-			return nil
-		}
-		due, err := taskDue(v)
-		if err != nil {
-			return err
-		}
-		if !found || due.Before(min) {
-			min, found = due, true
-		}
-		return nil
-	})
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("decode user state: %w", err)
-	}
-	return min, found, nil
-}
-
-// Field numbers read by EarliestDue (see ivrsched.proto).
-const (
-	userStatePending = 5 // UserState.pending
-	taskDueAt        = 2 // Task.due_at
-	timestampSeconds = 1
-	timestampNanos   = 2
-)
-
-// taskDue reads Task.due_at as proto.Unmarshal would: repeated occurrences
-// merge, a missing due time is the zero Timestamp.
-func taskDue(task []byte) (time.Time, error) {
-	var sec, nsec int64
-	err := eachField(task, func(num protowire.Number, typ protowire.Type, v []byte) error {
-		if num != taskDueAt || typ != protowire.BytesType {
-			return nil
-		}
-		return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
-			if typ != protowire.VarintType {
-				return nil
-			}
-			x, _ := protowire.ConsumeVarint(v)
-			switch num {
-			case timestampSeconds:
-				sec = int64(x)
-			case timestampNanos:
-				nsec = int64(int32(x))
-			}
-			return nil
-		})
-	})
-	return time.Unix(sec, nsec).UTC(), err
-}
-
-// eachField calls fn with every field of a protobuf message: its number,
-// wire type and value bytes (for a varint, the varint itself).
-func eachField(b []byte, fn func(protowire.Number, protowire.Type, []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var v []byte
-		switch typ {
-		case protowire.BytesType:
-			m, k := protowire.ConsumeBytes(b)
-			if k < 0 {
-				return protowire.ParseError(k)
-			}
-			v, n = m, k
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return protowire.ParseError(n)
-			}
-			v = b[:n]
-		}
-		if err := fn(num, typ, v); err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
 // state returns the user's table value, or a new one.
 func (s *Scheduler) state(ctx goka.Context) *pb.UserState {
 	switch v := ctx.Value().(type) {
@@ -300,78 +218,6 @@ func (s *Scheduler) state(ctx goka.Context) *pb.UserState {
 		s.cfg.Logger.Error("unreadable user state, starting afresh", "user", ctx.Key(), "err", v.Err)
 	}
 	return &pb.UserState{UserId: ctx.Key()}
-}
-
-// onTick hands the partition's due users to fire messages, one per user.
-func (s *Scheduler) onTick(ctx goka.Context, msg any) {
-	if _, ok := msg.(*pb.Tick); !ok {
-		s.rejectRecord(ctx, msg, reject(ReasonUndecodable, "tick: %v", undecodable(msg)))
-	}
-	part := ctx.Partition()
-	defer s.punct.Ticked(part)
-	idx := s.punct.Index(part)
-	if idx == nil {
-		return
-	}
-	for _, d := range idx.TakeDue(s.cfg.Clock.Now(), s.cfg.Visibility, s.cfg.MaxFiresPerTick) {
-		ctx.Loopback(d.User, &pb.Fire{DueAt: timestamppb.New(d.At)})
-	}
-}
-
-// onFire fires the user's follow-ups that are due now. If this fire message
-// is a replay (the process died before its offset was committed), the calls
-// it fired before are published again, with the same call ids.
-func (s *Scheduler) onFire(ctx goka.Context, msg any) {
-	if _, ok := msg.(*pb.Fire); !ok {
-		s.rejectRecord(ctx, msg, reject(ReasonUndecodable, "fire: %v", undecodable(msg)))
-		return
-	}
-	st := s.state(ctx)
-	for _, f := range st.GetFired() {
-		if f.GetFireOffset() == ctx.Offset() {
-			ctx.Emit(s.cfg.Topics.Calls, ctx.Key(), s.call(st, f))
-			s.Stats.Republished.Add(1)
-		}
-	}
-	now := s.cfg.Clock.Now()
-	keep := st.Pending[:0]
-	var fired bool
-	for _, t := range st.Pending {
-		if t.GetDueAt().AsTime().After(now) {
-			keep = append(keep, t)
-			continue
-		}
-		f := &pb.FiredTask{Task: t, CallId: CallID(st.UserId, t), FiredAt: timestamppb.New(now), FireOffset: ctx.Offset()}
-		ctx.Emit(s.cfg.Topics.Calls, ctx.Key(), s.call(st, f))
-		st.Fired = append(st.Fired, f)
-		fired = true
-		s.Stats.Fired.Add(1)
-	}
-	if !fired {
-		return
-	}
-	st.Pending = keep
-	if n := len(st.Fired) - s.cfg.FiredHistory; n > 0 {
-		st.Fired = append(st.Fired[:0:0], st.Fired[n:]...)
-	}
-	ctx.SetValue(st)
-}
-
-func (s *Scheduler) call(st *pb.UserState, f *pb.FiredTask) *pb.IVRCall {
-	t := f.GetTask()
-	return &pb.IVRCall{
-		CallId:      f.GetCallId(),
-		UserId:      st.GetUserId(),
-		TaskId:      t.GetTaskId(),
-		Phone:       st.GetPhone(),
-		TimeZone:    st.GetTimeZone(),
-		DueAt:       t.GetDueAt(),
-		FiredAt:     f.GetFiredAt(),
-		Attempt:     t.GetAttempt(),
-		Action:      t.GetAction(),
-		Payload:     t.GetPayload(),
-		OnboardedAt: st.GetOnboardedAt(),
-	}
 }
 
 // CallID is deterministic from user, task, due time and attempt, so a replay

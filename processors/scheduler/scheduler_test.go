@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
 	"github.com/lovoo/goka/tester"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -17,6 +18,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/processors/punctuation"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -100,8 +102,11 @@ func (h *harness) reschedule(user, task string, d time.Duration) {
 func (h *harness) tickAt(d time.Duration) {
 	h.t.Helper()
 	h.clk.Set(t0.Add(d))
-	h.tt.Consume(string(h.topics.Ticks), "tick-0", &pb.Tick{Partition: 0, SentAt: timestamppb.New(h.clk.Now())})
+	h.tt.Consume(string(h.topics.Ticks), tickKey, &pb.Tick{Partition: 0, SentAt: timestamppb.New(h.clk.Now())})
 }
+
+// tickKey is the tester's one partition's tick key, which holds its mark.
+var tickKey = topology.TickKeys(1)[0]
 
 // nextCalls drains the calls published since the last call.
 func (h *harness) nextCalls() []*pb.IVRCall {
@@ -169,12 +174,56 @@ func TestFiresAtDueTimeNeverEarly(t *testing.T) {
 	if c.GetCallId() != CallID("u1", &pb.Task{TaskId: "t1", DueAt: c.GetDueAt(), Attempt: 1}) {
 		t.Fatalf("call id %q is not deterministic", c.GetCallId())
 	}
-	st := h.state("u1")
-	if len(st.GetPending()) != 0 || len(st.GetFired()) != 1 || st.GetFired()[0].GetCallId() != c.GetCallId() {
-		t.Fatalf("state after fire: %v", st)
+	// The tick wrote the partition's mark, not the user's value.
+	if m := h.state(tickKey).GetFiredThrough().GetThrough(); m.GetUserId() != "u1" || m.GetTaskId() != "t1" || !m.GetDueAt().AsTime().Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("mark after fire: %v", h.state(tickKey))
+	}
+	if st := h.state("u1"); len(st.GetPending()) != 1 || len(st.GetFired()) != 0 {
+		t.Fatalf("user state after fire: %v", st)
 	}
 
 	h.tickAt(20 * time.Second)
+	h.expectCalls()
+}
+
+// The user's next command records what the ticks fired.
+func TestCommandRecordsFiredFollowUps(t *testing.T) {
+	h := newHarness(t)
+	h.onboard("u1", delay("a", 10*time.Second))
+	h.tickAt(10 * time.Second)
+	c := h.expectCalls("a")[0]
+	h.onboard("u1", delay("b", time.Minute))
+	st := h.state("u1")
+	if len(st.GetPending()) != 1 || st.GetPending()[0].GetTaskId() != "b" ||
+		len(st.GetFired()) != 1 || st.GetFired()[0].GetCallId() != c.GetCallId() || st.GetFired()[0].GetFiredAt() != nil {
+		t.Fatalf("state %v", st)
+	}
+	h.tickAt(time.Minute + 10*time.Second)
+	h.expectCalls("b")
+}
+
+// A follow-up scheduled at or before the partition's mark is never seen by a
+// tick, so the command fires it; one after the mark waits for a tick.
+func TestFollowUpBeforeTheMarkFiresAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.onboard("u5", delay("a", 10*time.Second))
+	h.tickAt(10 * time.Second)
+	h.expectCalls("a")
+	h.onboard("u1", at("past", t0.Add(5*time.Second)), at("tie-before", t0.Add(10*time.Second)), at("later", t0.Add(time.Hour)))
+	h.onboard("u9", at("tie-after", t0.Add(10*time.Second)))
+	calls := h.expectCalls("past", "tie-before")
+	if !calls[0].GetFiredAt().AsTime().Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("fired at %v", calls[0].GetFiredAt().AsTime())
+	}
+	if st := h.state("u1"); len(st.GetPending()) != 1 || len(st.GetFired()) != 2 || st.GetFired()[0].GetFiredAt() == nil {
+		t.Fatalf("state %v", st)
+	}
+	h.tickAt(10 * time.Second)
+	h.expectCalls("tie-after")
+	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{TaskId: "later",
+		When: &pb.Reschedule_DueAt{DueAt: timestamppb.New(t0.Add(9 * time.Second))}}}}) // to before the mark
+	h.expectCalls("later")
+	h.tickAt(2 * time.Hour)
 	h.expectCalls()
 }
 
@@ -182,7 +231,7 @@ func TestSeveralFollowUpsPerUser(t *testing.T) {
 	h := newHarness(t)
 	h.onboard("u1", delay("c", 30*time.Second), delay("a", 10*time.Second), delay("b", 20*time.Second))
 	h.onboard("u2", delay("a", 10*time.Second))
-	if p := h.s.Punctuator().Index(0).Pending(); len(p) != 2 || !p["u1"].Equal(t0.Add(10*time.Second)) {
+	if p := h.s.Punctuator().Index(0).Pending(); len(p) != 4 || p[0].User != "u1" || p[0].Task != "a" || !p[0].Time().Equal(t0.Add(10*time.Second)) || p[1].User != "u2" {
 		t.Fatalf("index %v", p)
 	}
 
@@ -309,27 +358,14 @@ func TestOnboardUpsertsByTaskID(t *testing.T) {
 	}
 }
 
-func TestDuplicateFireMessagesFireOnce(t *testing.T) {
+func TestDuplicateTicksFireOnce(t *testing.T) {
 	h := newHarness(t)
 	h.onboard("u1", delay("a", time.Second))
-	h.clk.Set(t0.Add(time.Second))
-	loop := string(h.topics.SchedulerLoop())
-	h.tt.Consume(loop, "u1", &pb.Fire{})
-	h.tt.Consume(loop, "u1", &pb.Fire{})
+	h.tickAt(time.Second)
+	h.tickAt(time.Second)
 	h.expectCalls("a")
 	h.tickAt(2 * time.Second)
 	h.expectCalls()
-}
-
-func TestEarlyFireMessageFiresNothing(t *testing.T) {
-	h := newHarness(t)
-	h.onboard("u1", delay("a", time.Minute))
-	h.clk.Set(t0.Add(time.Minute - time.Nanosecond))
-	h.tt.Consume(string(h.topics.SchedulerLoop()), "u1", &pb.Fire{DueAt: timestamppb.New(t0)})
-	h.expectCalls()
-	if len(h.state("u1").GetPending()) != 1 {
-		t.Fatal("pending follow-up lost")
-	}
 }
 
 // deadLetters drains the dead-letter topic.
@@ -383,14 +419,16 @@ func TestBadCommandsGoToTheDeadLetterTopic(t *testing.T) {
 	h.expectCalls("a")
 }
 
-func TestUndecodableTickAndFireGoToTheDeadLetterTopic(t *testing.T) {
+func TestUndecodableTickGoesToTheDeadLetterTopicAndStillFires(t *testing.T) {
 	h := newHarness(t)
-	h.tt.Consume(string(h.topics.Ticks), "tick-0", &codec.Undecodable{Data: []byte{0xff}})
-	h.tt.Consume(string(h.topics.SchedulerLoop()), "u1", &codec.Undecodable{Data: []byte{0xff}})
+	h.onboard("u1", delay("a", time.Second))
+	h.clk.Set(t0.Add(time.Second))
+	h.tt.Consume(string(h.topics.Ticks), tickKey, &codec.Undecodable{Data: []byte{0xff}})
 	dls := h.deadLetters()
-	if len(dls) != 2 || dls[0].GetReason() != string(ReasonUndecodable) || dls[1].GetSourceTopic() != string(h.topics.SchedulerLoop()) {
+	if len(dls) != 1 || dls[0].GetReason() != string(ReasonUndecodable) || dls[0].GetSourceTopic() != string(h.topics.Ticks) {
 		t.Fatalf("dead letters %v", dls)
 	}
+	h.expectCalls("a")
 }
 
 // A command whose key belongs on another partition is forwarded to the same
@@ -471,6 +509,7 @@ func TestValidateReasons(t *testing.T) {
 	}{
 		{"", &pb.Command{}, ReasonMissingUserID},
 		{"a", &pb.Command{UserId: "b"}, ReasonKeyMismatch},
+		{tickKey, &pb.Command{}, ReasonReservedUserID},
 		{"u", &pb.Command{UserId: "u"}, ReasonUnknownCommand},
 		{"u", onb(&pb.Onboard{Phone: "+0123"}), ReasonInvalidPhone},
 		{"u", onb(&pb.Onboard{TimeZone: "Nowhere/City"}), ReasonUnknownTimeZone},
@@ -494,5 +533,96 @@ func TestValidateReasons(t *testing.T) {
 	valid := onb(&pb.Onboard{Phone: "+14155550123", TimeZone: "America/Los_Angeles", FollowUps: []*pb.FollowUp{delay("x", time.Hour), at("y", t0.Add(-time.Hour))}})
 	if u, err := Validate("u", valid, t0, DefaultLimits()); err != nil || u != "u" {
 		t.Fatalf("valid command rejected: %v", err)
+	}
+}
+
+// replayHarness starts a scheduler on a table that already holds three
+// users (due t0+1s, +2s, +3s) and a mark through the second, as a restart
+// after a crash finds it. The clock is at t0+3s.
+func replayHarness(t *testing.T, mark punctuation.Mark) *harness {
+	t.Helper()
+	mem := storage.NewMemory()
+	put := func(key string, v proto.Message) {
+		b, err := proto.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.Set(key, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, u := range []string{"u1", "u2", "u3"} {
+		put(u, &pb.UserState{UserId: u, Phone: "+4915112345678", Pending: []*pb.Task{{TaskId: "a", DueAt: timestamppb.New(t0.Add(time.Duration(i+1) * time.Second)), Attempt: 1}}})
+	}
+	put(tickKey, markValue(tickKey, mark))
+	table := string(topology.NewTopics("").SchedulerTable())
+	h := newHarness(t, func(c *Config) {
+		inner := c.Storage
+		c.Storage = func(topic string, part int32) (storage.Storage, error) {
+			if topic == table {
+				return mem, nil
+			}
+			return inner(topic, part)
+		}
+	})
+	h.clk.Set(t0.Add(3 * time.Second))
+	h.tt.Catchup() // the processor has started: the index is open
+	return h
+}
+
+func posAt(user string, d time.Duration) punctuation.Pos {
+	return punctuation.Pos{Due: t0.Add(d).UnixNano(), User: user, Task: "a"}
+}
+
+// A tick at or below the mark's last tick offset is a replay: the calls
+// fired since it was sent are published again, with the same ids, before
+// what is due now.
+func TestReplayedTickPublishesItsCallsAgain(t *testing.T) {
+	h := replayHarness(t, punctuation.Mark{Through: posAt("u2", 2*time.Second), LastTick: 5})
+	if p := h.s.Punctuator().Index(0).Pending(); len(p) != 1 || p[0].User != "u3" {
+		t.Fatalf("index after open %v, want only u3", p)
+	}
+	h.tt.Consume(string(h.topics.Ticks), tickKey, &pb.Tick{FiredThrough: position(posAt("u1", time.Second))})
+	calls := h.expectCalls("a", "a")
+	if calls[0].GetUserId() != "u2" || calls[1].GetUserId() != "u3" {
+		t.Fatalf("calls for %s, %s; want u2 (again), u3", calls[0].GetUserId(), calls[1].GetUserId())
+	}
+	if want := CallID("u2", &pb.Task{TaskId: "a", DueAt: timestamppb.New(t0.Add(2 * time.Second)), Attempt: 1}); calls[0].GetCallId() != want {
+		t.Fatalf("republished call id %s, want %s", calls[0].GetCallId(), want)
+	}
+	if h.s.Stats.Replays.Load() != 1 || h.s.Stats.Republished.Load() != 1 || h.s.Stats.ReplayScans.Load() != 0 {
+		t.Fatalf("stats: replays %d republished %d scans %d", h.s.Stats.Replays.Load(), h.s.Stats.Republished.Load(), h.s.Stats.ReplayScans.Load())
+	}
+	// Only the first tick after the restart replays.
+	h.tt.Consume(string(h.topics.Ticks), tickKey, &pb.Tick{})
+	h.expectCalls()
+}
+
+// A replay reaching back before the checkpoint finds the older fired
+// follow-ups by scanning the partition.
+func TestReplayBeforeTheCheckpointScans(t *testing.T) {
+	h := replayHarness(t, punctuation.Mark{Through: posAt("u2", 2*time.Second), Checkpoint: posAt("u1", time.Second), LastTick: 5})
+	h.tt.Consume(string(h.topics.Ticks), tickKey, &pb.Tick{})
+	calls := h.expectCalls("a", "a", "a")
+	for i, u := range []string{"u1", "u2", "u3"} {
+		if calls[i].GetUserId() != u {
+			t.Fatalf("call %d for %s, want %s", i, calls[i].GetUserId(), u)
+		}
+	}
+	if h.s.Stats.ReplayScans.Load() != 1 || h.s.Stats.Republished.Load() != 2 {
+		t.Fatalf("scans %d republished %d", h.s.Stats.ReplayScans.Load(), h.s.Stats.Republished.Load())
+	}
+}
+
+// The first tick after a clean restart is past the mark's last tick: no
+// replay.
+func TestTickAfterTheMarkIsNoReplay(t *testing.T) {
+	h := replayHarness(t, punctuation.Mark{Through: posAt("u2", 2*time.Second), LastTick: -1})
+	h.tt.Consume(string(h.topics.Ticks), tickKey, &pb.Tick{FiredThrough: position(posAt("u1", time.Second))})
+	if calls := h.expectCalls("a"); calls[0].GetUserId() != "u3" {
+		t.Fatalf("call for %s", calls[0].GetUserId())
+	}
+	if h.s.Stats.Replays.Load() != 0 {
+		t.Fatal("counted a replay")
 	}
 }
