@@ -66,3 +66,12 @@ type System interface {
 	// Stop stops everything Start started.
 	Stop() error
 }
+
+// Placer is a system whose fires pass one more stage before they take
+// effect: ivrsched's scheduler fires a call to ivr-calls, its dialer places
+// it. Observe reports the fires, comparable with the other systems' fires;
+// ObservePlaced reports the placements (a duplicate there is a call placed
+// twice). The harness measures both.
+type Placer interface {
+	ObservePlaced(ctx context.Context, out chan<- Fire) error
+}

@@ -52,3 +52,51 @@ func TestMakeTasks(t *testing.T) {
 		t.Fatalf("%d tasks for %d users", len(ts), len(users))
 	}
 }
+
+// placer is a System stub whose fires and placements are fed by the test.
+type placer struct {
+	System
+	fires, placed chan Fire
+}
+
+func (p placer) Observe(ctx context.Context, out chan<- Fire) error { return relay(ctx, p.fires, out) }
+func (p placer) ObservePlaced(ctx context.Context, out chan<- Fire) error {
+	return relay(ctx, p.placed, out)
+}
+
+func relay(ctx context.Context, in <-chan Fire, out chan<- Fire) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case f := <-in:
+			out <- f
+		}
+	}
+}
+
+// A Placer's phase carries the placement figures beside the fire figures.
+func TestWatcherMeasuresPlacements(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := placer{fires: make(chan Fire), placed: make(chan Fire)}
+	w := watch(ctx, p, nil)
+	if w.placed == nil {
+		t.Fatal("a Placer's placements are not watched")
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	ts := []Task{{ID: "a", Due: t0}, {ID: "b", Due: t0}}
+	w.expect(ts)
+	p.fires <- Fire{ID: "a", At: t0.Add(time.Millisecond)}
+	p.fires <- Fire{ID: "b", At: t0.Add(2 * time.Millisecond)}
+	p.placed <- Fire{ID: "a", At: t0.Add(5 * time.Millisecond)}
+	p.placed <- Fire{ID: "a", At: t0.Add(6 * time.Millisecond)} // placed twice
+	w.wait(ctx, time.Now().Add(200*time.Millisecond))           // b never placed: returns at the deadline
+	ph := w.phase(ts)
+	if ph.Fired != 2 || ph.Duplicates != 0 || ph.MaxMs != 2 {
+		t.Fatalf("fired %+v", ph)
+	}
+	if pl := ph.Placed; pl == nil || pl.Fired != 1 || pl.Missing != 1 || pl.Duplicates != 1 || pl.MaxMs != 5 {
+		t.Fatalf("placed %+v", ph.Placed)
+	}
+}

@@ -11,11 +11,11 @@ import (
 // Markdown writes the results as a table, then the ratio lines of subject
 // against every other system.
 func Markdown(w io.Writer, rs []Result, subject string) {
-	fmt.Fprintln(w, "| system | backend | schedule /s | steady lateness p50 / p90 / p99 / max ms | early | burst fires /s | burst p99 ms | backend msgs / follow-up | backend bytes / follow-up | CPU s / 1000 (system + backend) | peak RSS MB | missing | duplicates | kill -9: first fire after restart s / dups / lost |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| system | backend | schedule /s | steady lateness p50 / p90 / p99 / max ms | early | burst fires /s | burst p99 ms | backend msgs / follow-up | backend bytes / follow-up | CPU s / 1000 (system + backend) | peak RSS MB | missing | duplicates | kill -9: first fire after restart s / dups / lost | placed (after ivrsched's dialer): steady p99 ms / burst /s / missing / dups / kill -9 first s, dups, lost |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		if r.Error != "" {
-			fmt.Fprintf(w, "| %s | %s | error: %s |||||||||||\n", r.System, r.Backend, strings.ReplaceAll(r.Error, "|", "/"))
+			fmt.Fprintf(w, "| %s | %s | error: %s ||||||||||||\n", r.System, r.Backend, strings.ReplaceAll(r.Error, "|", "/"))
 			continue
 		}
 		s, b := r.Steady, r.Burst
@@ -23,10 +23,17 @@ func Markdown(w io.Writer, rs []Result, subject string) {
 		if c := r.Crash; c != nil {
 			crash = fmt.Sprintf("%.1f / %d / %d", c.FirstFireAfterSec, c.Duplicates, c.Lost)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f / %.0f / %.0f / %.0f | %d (max %.0f ms) | %.0f | %.0f | %.2f | %.0f | %.2f | %.0f | %d | %d | %s |\n",
+		placed := "-"
+		if sp, bp := s.Placed, b.Placed; sp != nil && bp != nil {
+			placed = fmt.Sprintf("%.0f / %.0f / %d / %d", sp.P99Ms, bp.FirePerSec, sp.Missing+bp.Missing, sp.Duplicates+bp.Duplicates)
+			if c := r.Crash; c != nil && c.Placed != nil {
+				placed += fmt.Sprintf(" / %.1f, %d, %d", c.Placed.FirstFireAfterSec, c.Placed.Duplicates, c.Placed.Lost)
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f / %.0f / %.0f / %.0f | %d (max %.0f ms) | %.0f | %.0f | %.2f | %.0f | %.2f | %.0f | %d | %d | %s | %s |\n",
 			r.System, r.Backend, s.SchedulePerSec, s.P50Ms, s.P90Ms, s.P99Ms, s.MaxMs, s.Early+b.Early, math.Max(s.MaxEarlyMs, b.MaxEarlyMs),
 			b.FirePerSec, b.P99Ms, s.BackendMsgsPerFU, s.BackendBytesPerFU, s.CPUPer1000, float64(r.PeakRSS)/(1<<20),
-			s.Missing+b.Missing, s.Duplicates+b.Duplicates, crash)
+			s.Missing+b.Missing, s.Duplicates+b.Duplicates, crash, placed)
 	}
 	var me *Result
 	for i := range rs {
@@ -49,6 +56,9 @@ func Markdown(w io.Writer, rs []Result, subject string) {
 	fmt.Fprintf(w, "Burst fire throughput of %s (%.0f /s): %s.\n\n", subject, me.Burst.FirePerSec, strings.Join(fire, ", "))
 	fmt.Fprintf(w, "Steady p99 lateness of %s is %.0f ms; the others' (and their multiple of it): %s. Early fires make a p99 look better than it is: see the early column.\n",
 		subject, me.Steady.P99Ms, strings.Join(p99, ", "))
+	if sp, bp := me.Steady.Placed, me.Burst.Placed; sp != nil && bp != nil {
+		fmt.Fprintf(w, "\nAfter its dialer (calls placed, one result each): %s's burst is %.0f /s, its steady p99 %.0f ms.\n", subject, bp.FirePerSec, sp.P99Ms)
+	}
 }
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
@@ -151,17 +161,21 @@ func ScaleMarkdown(w io.Writer, ss []ScaleResult) {
 	if len(ss) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\n| system | pending | ingest /s | applied /s | RSS MB | RSS B / pending | local disk MB | broker MB | steady p50 / p99 / max ms with them pending | early | kill -9: first fire after restart s / lost / dups |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| system | pending | ingest /s | applied /s | RSS MB | RSS B / pending | local disk MB | broker MB | steady p50 / p99 / max ms with them pending | early | kill -9: first fire after restart s / lost / dups | placed: steady p99 ms / kill -9 first s, lost, dups |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range ss {
 		if s.Error != "" {
-			fmt.Fprintf(w, "| %s | %d | error: %s |||||||||\n", s.System, s.Pending, strings.ReplaceAll(s.Error, "|", "/"))
+			fmt.Fprintf(w, "| %s | %d | error: %s ||||||||||\n", s.System, s.Pending, strings.ReplaceAll(s.Error, "|", "/"))
 			continue
 		}
 		st := s.Steady
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f / %.0f / %.0f | %d | %.1f / %d / %d |\n",
+		placed := "-"
+		if st.Placed != nil {
+			placed = fmt.Sprintf("%.0f / %.1f, %d, %d", st.Placed.P99Ms, s.RestartPlacedFirstSec, s.RestartPlacedLost, s.RestartPlacedDups)
+		}
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f / %.0f / %.0f | %d | %.1f / %d / %d | %s |\n",
 			s.System, s.Pending, s.IngestPerSec, s.AppliedPerSec, float64(s.RSSBytes)/(1<<20), s.RSSPerPending,
 			float64(s.DiskBytes)/(1<<20), float64(s.BrokerBytes)/(1<<20), st.P50Ms, st.P99Ms, st.MaxMs, st.Early,
-			s.RestartFirstSec, s.RestartLost, s.RestartDups)
+			s.RestartFirstSec, s.RestartLost, s.RestartDups, placed)
 	}
 }

@@ -49,6 +49,8 @@ type Phase struct {
 	BackendBytesPerFU float64 `json:"backend_bytes_per_followup"`
 	// Kafka records per follow-up, per topic.
 	TopicMsgsPerFU map[string]float64 `json:"topic_messages_per_followup,omitempty"`
+	// Placed is the same phase seen at the placement stage (a Placer's).
+	Placed *Phase `json:"placed,omitempty"`
 }
 
 // CrashResult is what a kill -9 and restart cost.
@@ -60,6 +62,8 @@ type CrashResult struct {
 	Early             int     `json:"early"`
 	P99Ms             float64 `json:"lateness_p99_ms"`
 	MaxMs             float64 `json:"lateness_max_ms"`
+	// Placed is the same phase seen at the placement stage (a Placer's).
+	Placed *CrashResult `json:"placed,omitempty"`
 }
 
 // Result is one system's figures.
@@ -98,15 +102,9 @@ func Run(ctx context.Context, s Subject, env Env, w Workload) Result {
 			log.Warn("stop", "err", err)
 		}
 	}()
-	obs := newObserver()
 	octx, stopObs := context.WithCancel(ctx)
 	defer stopObs()
-	go func() {
-		if err := s.System.Observe(octx, obs.in); err != nil && octx.Err() == nil {
-			log.Error("observe", "err", err)
-		}
-	}()
-	go obs.run(octx)
+	obs := watch(octx, s.System, log)
 
 	rng := rand.New(rand.NewPCG(w.Seed, 1))
 	log.Info("steady phase", "n", w.N, "window", w.Window)
@@ -157,7 +155,7 @@ func makeTasks(rng *rand.Rand, phase string, n, users int, first time.Time, wind
 	return out
 }
 
-func runPhase(ctx context.Context, s Subject, obs *observer, w Workload, ts []Task, log interface{ Info(string, ...any) }) (*Phase, error) {
+func runPhase(ctx context.Context, s Subject, obs *watcher, w Workload, ts []Task, log interface{ Info(string, ...any) }) (*Phase, error) {
 	obs.expect(ts)
 	before, err := counters(ctx, s.Backend)
 	if err != nil {
@@ -217,7 +215,7 @@ func systemCPU(s System) time.Duration {
 
 // runCrash schedules w.Crash tasks due over 10 s, kills the system at the
 // middle of that window and restarts it at once.
-func runCrash(ctx context.Context, s Subject, obs *observer, w Workload, rng *rand.Rand) (*CrashResult, error) {
+func runCrash(ctx context.Context, s Subject, obs *watcher, w Workload, rng *rand.Rand) (*CrashResult, error) {
 	const window = 10 * time.Second
 	ts := makeTasks(rng, "c", w.Crash, max(w.Crash/2, 1), time.Now().Add(w.Lead), window, w.Payload)
 	obs.expect(ts)
@@ -244,14 +242,68 @@ func runCrash(ctx context.Context, s Subject, obs *observer, w Workload, rng *ra
 		return nil, fmt.Errorf("restart: %w", err)
 	}
 	obs.wait(ctx, mid.Add(window/2+w.CrashWait))
-	p := obs.phase(ts)
-	c := &CrashResult{Scheduled: len(ts), Duplicates: p.Duplicates, Lost: p.Missing, Early: p.Early, P99Ms: p.P99Ms, MaxMs: p.MaxMs}
-	if first, ok := obs.firstAfter(ts, restart); ok {
-		c.FirstFireAfterSec = first.Sub(restart).Seconds()
-	} else {
-		c.FirstFireAfterSec = -1
+	crash := func(o *observer) *CrashResult {
+		p := o.phase(ts)
+		c := &CrashResult{Scheduled: len(ts), Duplicates: p.Duplicates, Lost: p.Missing, Early: p.Early, P99Ms: p.P99Ms, MaxMs: p.MaxMs, FirstFireAfterSec: -1}
+		if first, ok := o.firstAfter(ts, restart); ok {
+			c.FirstFireAfterSec = first.Sub(restart).Seconds()
+		}
+		return c
+	}
+	c := crash(obs.fired)
+	if obs.placed != nil {
+		c.Placed = crash(obs.placed)
 	}
 	return c, nil
+}
+
+// watcher observes a system's fires and, for a Placer, its placements.
+type watcher struct {
+	fired, placed *observer
+}
+
+// watch starts observing s until ctx ends.
+func watch(ctx context.Context, s System, log interface{ Error(string, ...any) }) *watcher {
+	start := func(observe func(context.Context, chan<- Fire) error) *observer {
+		o := newObserver()
+		go func() {
+			if err := observe(ctx, o.in); err != nil && ctx.Err() == nil {
+				log.Error("observe", "err", err)
+			}
+		}()
+		go o.run(ctx)
+		return o
+	}
+	w := &watcher{fired: start(s.Observe)}
+	if p, ok := s.(Placer); ok {
+		w.placed = start(p.ObservePlaced)
+	}
+	return w
+}
+
+func (w *watcher) expect(ts []Task) {
+	w.fired.expect(ts)
+	if w.placed != nil {
+		w.placed.expect(ts)
+	}
+}
+
+// wait returns when every expected task fired (and was placed), or at deadline.
+func (w *watcher) wait(ctx context.Context, deadline time.Time) {
+	w.fired.wait(ctx, deadline)
+	if w.placed != nil {
+		w.placed.wait(ctx, deadline)
+	}
+}
+
+// phase is the fired figures of ts, with the placed ones nested.
+func (w *watcher) phase(ts []Task) *Phase {
+	p := w.fired.phase(ts)
+	if w.placed != nil {
+		p.Placed = w.placed.phase(ts)
+		p.Placed.Sample = nil
+	}
+	return p
 }
 
 // observer records every fire.

@@ -31,7 +31,11 @@ type ScaleResult struct {
 	RestartFirstSec float64 `json:"kill9_first_fire_after_restart_seconds"`
 	RestartLost     int     `json:"kill9_lost"`
 	RestartDups     int     `json:"kill9_duplicates"`
-	Error           string  `json:"error,omitempty"`
+	// Of a Placer: the placements after the restart.
+	RestartPlacedFirstSec float64 `json:"kill9_first_placed_after_restart_seconds,omitempty"`
+	RestartPlacedLost     int     `json:"kill9_placed_lost,omitempty"`
+	RestartPlacedDups     int     `json:"kill9_placed_duplicates,omitempty"`
+	Error                 string  `json:"error,omitempty"`
 }
 
 // RunScale starts a fresh system, schedules pending follow-ups due far in
@@ -49,11 +53,9 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 		return fail(err)
 	}
 	defer s.Stop()
-	obs := newObserver()
 	octx, stopObs := context.WithCancel(ctx)
 	defer stopObs()
-	go func() { _ = s.Observe(octx, obs.in) }()
-	go obs.run(octx)
+	obs := watch(octx, s, log)
 
 	before, err := counters(ctx, b)
 	if err != nil {
@@ -115,10 +117,15 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 	obs.wait(ctx, restart.Add(15*time.Second+w.CrashWait))
 	p := obs.phase(probes)
 	res.RestartLost, res.RestartDups = p.Missing, p.Duplicates
-	if first, ok := obs.firstAfter(probes, restart); ok {
+	res.RestartFirstSec, res.RestartPlacedFirstSec = -1, -1
+	if first, ok := obs.fired.firstAfter(probes, restart); ok {
 		res.RestartFirstSec = first.Sub(restart).Seconds()
-	} else {
-		res.RestartFirstSec = -1
+	}
+	if pl := p.Placed; pl != nil {
+		res.RestartPlacedLost, res.RestartPlacedDups = pl.Missing, pl.Duplicates
+		if first, ok := obs.placed.firstAfter(probes, restart); ok {
+			res.RestartPlacedFirstSec = first.Sub(restart).Seconds()
+		}
 	}
 	log.Info("scale phase done", "first_fire_after_restart_s", res.RestartFirstSec, "lost", res.RestartLost, "dups", res.RestartDups)
 	return res

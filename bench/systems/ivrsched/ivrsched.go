@@ -249,11 +249,35 @@ func (s *System) Schedule(ctx context.Context, tasks []harness.Task) error {
 	return err
 }
 
-// Observe consumes ivr-results from the start: one result per call the
-// dialer placed, after its de-duplication, so a duplicate here is a call
-// dialed twice. (Duplicates on ivr-calls are expected after a crash and
-// absorbed by the dialer.)
+// Observe consumes ivr-calls from the start: a fire is the first call
+// published with a call id, as etf1's fire is the record on its target
+// topic. A call published again after a crash carries the same call id (the
+// dialer drops it), so it is the same fire; a second call id for one
+// follow-up would count as a duplicate.
 func (s *System) Observe(ctx context.Context, out chan<- harness.Fire) error {
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+	)
+	return harness.ObserveTopic(ctx, []string{s.broker}, string(s.topics.Calls), out, func(m *sarama.ConsumerMessage) (harness.Fire, bool) {
+		var c ivrschedpb.IVRCall
+		if proto.Unmarshal(m.Value, &c) != nil {
+			return harness.Fire{}, false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[c.GetCallId()] {
+			return harness.Fire{}, false
+		}
+		seen[c.GetCallId()] = true
+		return harness.Fire{ID: c.GetTaskId()}, true
+	})
+}
+
+// ObservePlaced consumes ivr-results from the start: one result per call
+// the dialer placed, after its de-duplication, so a duplicate here is a call
+// dialed twice.
+func (s *System) ObservePlaced(ctx context.Context, out chan<- harness.Fire) error {
 	return harness.ObserveTopic(ctx, []string{s.broker}, string(s.topics.Results), out, func(m *sarama.ConsumerMessage) (harness.Fire, bool) {
 		var r ivrschedpb.CallResult
 		if proto.Unmarshal(m.Value, &r) != nil {
