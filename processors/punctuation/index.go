@@ -87,7 +87,6 @@ type Index struct {
 	mu      sync.Mutex
 	mark    Mark
 	ready   *btree.BTreeG[Pos] // pending follow-ups after the mark
-	byUser  map[string][]Task  // the same, by user, to drop a user's old ones on update
 	recent  *btree.BTreeG[Pos] // fired, in (Checkpoint, Through]; nil once replay is settled
 	changed func()             // told when the earliest due time may have moved earlier
 }
@@ -100,40 +99,36 @@ func posLess(a, b Pos) bool { return a.Less(b) }
 func NewIndex(changed func()) *Index {
 	return &Index{
 		ready:   btree.NewG(32, posLess),
-		byUser:  make(map[string][]Task),
 		recent:  btree.NewG(32, posLess),
 		changed: changed,
 	}
 }
 
-// Update records a table value as the table now holds it; a nil Value means
-// the key was deleted.
-func (x *Index) Update(key string, v *Value) {
+// Update records that the table value of key changed from old to v (nil:
+// no value). Passing the old value instead of keeping a user → follow-ups
+// map halves the index's memory; the storage wrapper has it at hand.
+func (x *Index) Update(key string, old, v *Value) {
 	x.mu.Lock()
-	for _, t := range x.byUser[key] {
-		x.ready.Delete(Pos{t.Due, key, t.ID})
+	if old != nil {
+		for _, t := range old.Pending {
+			x.ready.Delete(Pos{t.Due, key, t.ID})
+		}
 	}
-	delete(x.byUser, key)
 	if v != nil && v.Mark != nil {
 		x.setMark(*v.Mark)
 	}
 	notify := false
 	if v != nil {
-		var mine []Task
 		for _, t := range v.Pending {
 			p := Pos{t.Due, key, t.ID}
 			if !x.mark.Through.Less(p) {
 				x.keepRecent(p) // fired by a tick, not yet recorded in the user's value
 				continue
 			}
-			mine = append(mine, t)
 			x.ready.ReplaceOrInsert(p)
 			if min, _ := x.ready.Min(); min == p {
 				notify = true
 			}
-		}
-		if len(mine) > 0 {
-			x.byUser[key] = mine
 		}
 		if x.recent != nil {
 			for _, t := range v.Fired {
@@ -158,7 +153,6 @@ func (x *Index) setMark(m Mark) {
 				break
 			}
 			x.ready.DeleteMin()
-			x.dropFromUser(p)
 			x.keepRecent(p)
 		}
 	}
@@ -179,21 +173,6 @@ func (x *Index) keepRecent(p Pos) {
 	}
 }
 
-func (x *Index) dropFromUser(p Pos) {
-	ts := x.byUser[p.User]
-	for i, t := range ts {
-		if t.ID == p.Task && t.Due == p.Due {
-			ts = append(ts[:i], ts[i+1:]...)
-			break
-		}
-	}
-	if len(ts) == 0 {
-		delete(x.byUser, p.User)
-	} else {
-		x.byUser[p.User] = ts
-	}
-}
-
 // TakeDue removes and returns, in firing order, up to max follow-ups due at
 // now (max <= 0: no limit). The caller fires them and then writes a mark at
 // or after the last one.
@@ -208,7 +187,6 @@ func (x *Index) TakeDue(now time.Time, max int) []Pos {
 			break
 		}
 		x.ready.DeleteMin()
-		x.dropFromUser(p)
 		out = append(out, p)
 	}
 	return out

@@ -4,8 +4,8 @@
 // Goka has no timers, so punctuation is built from three parts:
 //
 //   - a storage wrapper that keeps a due Index for every table partition this
-//     instance owns; it sees every Set and Delete (changelog recovery goes
-//     through Set too) and rebuilds the index from the local store on Open;
+//     instance owns: it builds the index from the local store once Goka has
+//     restored the partition (MarkRecovered), then sees every Set and Delete;
 //   - a Punctuator goroutine that sends a tick to a partition of the ticks
 //     topic when that partition's earliest due time arrives (and a slow
 //     heartbeat otherwise), at most one tick in flight per partition;
@@ -285,23 +285,44 @@ func (p *Punctuator) StorageBuilder(inner storage.Builder) storage.Builder {
 }
 
 // indexed is a table partition's storage that keeps its Index current.
+//
+// While Goka restores the partition (from Open to MarkRecovered) writes are
+// not indexed one by one: MarkRecovered builds the index with one scan of
+// the restored store, which is cheaper than reading each key's old value
+// during a restore of millions of records.
+//
+// After that, the index needs a key's old value to drop its old follow-ups.
+// A callback reads the value (Get) right before it writes it (Set), so the
+// wrapper keeps the last value read; other writes read it from the store.
 type indexed struct {
 	storage.Storage
 	p     *Punctuator
 	part  int32
-	index *Index
+	index *Index // nil while restoring
+
+	mu       sync.Mutex
+	lastKey  string
+	lastVal  []byte
+	lastHeld bool
 }
 
 func (s *indexed) Open() error {
-	if err := s.Storage.Open(); err != nil {
+	return s.Storage.Open()
+}
+
+// MarkRecovered builds the index from the restored store: the mark first,
+// so that the scan knows which follow-ups have fired, then every value.
+func (s *indexed) MarkRecovered() error {
+	if err := s.Storage.MarkRecovered(); err != nil {
 		return err
 	}
-	s.index = NewIndex(s.p.poke)
-	// The mark first, so that the scan knows which follow-ups have fired.
-	if raw, err := s.Storage.Get(s.p.cfg.MarkKey(s.part)); err != nil {
+	start := time.Now()
+	x := NewIndex(s.p.poke)
+	key := s.p.cfg.MarkKey(s.part)
+	if raw, err := s.Storage.Get(key); err != nil {
 		return fmt.Errorf("index partition %d: %w", s.part, err)
 	} else if raw != nil {
-		s.update(s.p.cfg.MarkKey(s.part), raw)
+		x.Update(key, nil, s.parse(key, raw))
 	}
 	it, err := s.Storage.Iterator()
 	if err != nil {
@@ -314,43 +335,84 @@ func (s *indexed) Open() error {
 		if err != nil {
 			return fmt.Errorf("index partition %d: %w", s.part, err)
 		}
-		s.update(string(it.Key()), v)
+		key := string(it.Key())
+		x.Update(key, nil, s.parse(key, v))
 		n++
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("index partition %d: %w", s.part, err)
 	}
-	s.p.cfg.Logger.Debug("due index opened", "table", s.p.cfg.Table, "partition", s.part, "keys", n, "pending", s.index.Len())
-	s.p.register(s.part, s.index, s.Storage)
+	s.index = x
+	s.p.cfg.Logger.Info("due index built", "table", s.p.cfg.Table, "partition", s.part, "keys", n, "pending", x.Len(), "took", time.Since(start).Round(time.Millisecond))
+	s.p.register(s.part, x, s.Storage)
 	return nil
 }
 
 func (s *indexed) Close() error {
-	s.p.unregister(s.part, s.index)
+	if s.index != nil {
+		s.p.unregister(s.part, s.index)
+	}
 	return s.Storage.Close()
 }
 
+func (s *indexed) Get(key string) ([]byte, error) {
+	v, err := s.Storage.Get(key)
+	if err == nil {
+		s.mu.Lock()
+		s.lastKey, s.lastVal, s.lastHeld = key, v, true
+		s.mu.Unlock()
+	}
+	return v, err
+}
+
+// previous is key's value before the write about to happen.
+func (s *indexed) previous(key string) *Value {
+	s.mu.Lock()
+	v, held := s.lastVal, s.lastHeld && s.lastKey == key
+	s.lastKey, s.lastVal, s.lastHeld = "", nil, false
+	s.mu.Unlock()
+	if !held {
+		var err error
+		if v, err = s.Storage.Get(key); err != nil {
+			s.p.cfg.Logger.Error("read table value before writing it", "table", s.p.cfg.Table, "partition", s.part, "key", key, "err", err)
+			return nil
+		}
+	}
+	if v == nil {
+		return nil
+	}
+	return s.parse(key, v)
+}
+
 func (s *indexed) Set(key string, value []byte) error {
+	if s.index == nil { // restoring
+		return s.Storage.Set(key, value)
+	}
+	old := s.previous(key)
 	if err := s.Storage.Set(key, value); err != nil {
 		return err
 	}
-	s.update(key, value)
+	s.index.Update(key, old, s.parse(key, value))
 	return nil
 }
 
 func (s *indexed) Delete(key string) error {
+	if s.index == nil { // restoring
+		return s.Storage.Delete(key)
+	}
+	old := s.previous(key)
 	if err := s.Storage.Delete(key); err != nil {
 		return err
 	}
-	s.index.Update(key, nil)
+	s.index.Update(key, old, nil)
 	return nil
 }
 
-func (s *indexed) update(key string, value []byte) {
+func (s *indexed) parse(key string, value []byte) *Value {
 	v, err := s.p.cfg.Parse(value)
 	if err != nil {
 		s.p.cfg.Logger.Error("unreadable table value, not indexed", "table", s.p.cfg.Table, "partition", s.part, "key", key, "err", err)
-		v = nil
+		return nil
 	}
-	s.index.Update(key, v)
+	return v
 }

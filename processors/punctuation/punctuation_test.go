@@ -52,13 +52,21 @@ func newTestPunctuator(t *testing.T, clk clock.Clock, send func(int32, Pos) erro
 	return p
 }
 
-func open(t *testing.T, p *Punctuator, topic string, part int32, inner storage.Storage) storage.Storage {
+// open opens a partition's store as Goka does, restore writes (Goka
+// restoring the table from its changelog) first.
+func open(t *testing.T, p *Punctuator, topic string, part int32, inner storage.Storage, restore ...func(storage.Storage)) storage.Storage {
 	t.Helper()
 	st, err := p.StorageBuilder(func(string, int32) (storage.Storage, error) { return inner, nil })(topic, part)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Open(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range restore {
+		r(st)
+	}
+	if err := st.MarkRecovered(); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -179,6 +187,15 @@ func TestIndexEqualsTableScan(t *testing.T) {
 			default:
 				o.val = randomValue(rng, mark)
 			}
+			// A callback reads the value it then writes (the wrapper keeps
+			// it); sometimes another key is read in between.
+			switch rng.IntN(4) {
+			case 0, 1:
+				_, _ = st.Get(o.key)
+			case 2:
+				_, _ = st.Get(o.key)
+				_, _ = st.Get(string(rune('a' + rng.IntN(50))))
+			}
 			apply(st, o)
 			log = append(log, o)
 			want, _ := scan(t, inner)
@@ -220,10 +237,11 @@ func TestIndexEqualsTableScan(t *testing.T) {
 		check("after reopen")
 
 		// Recovery: the changelog replayed into an empty store.
-		rec := open(t, p, "tbl", 3, storage.NewMemory())
-		for _, o := range log {
-			apply(rec, o)
-		}
+		open(t, p, "tbl", 3, storage.NewMemory(), func(rec storage.Storage) {
+			for _, o := range log {
+				apply(rec, o)
+			}
+		})
 		check("after recovery")
 	}
 }
@@ -238,9 +256,9 @@ func TestOtherTopicsAreNotIndexed(t *testing.T) {
 
 func TestTakeDueOrderAndLimit(t *testing.T) {
 	x := NewIndex(nil)
-	x.Update("late", &Value{Pending: []Task{{t0.Add(time.Hour).UnixNano(), "t"}}})
-	x.Update("b", &Value{Pending: []Task{{t0.Add(2 * time.Second).UnixNano(), "t"}}})
-	x.Update("a", &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}, {t0.Add(3 * time.Second).UnixNano(), "u"}}})
+	x.Update("late", nil, &Value{Pending: []Task{{t0.Add(time.Hour).UnixNano(), "t"}}})
+	x.Update("b", nil, &Value{Pending: []Task{{t0.Add(2 * time.Second).UnixNano(), "t"}}})
+	x.Update("a", nil, &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}, {t0.Add(3 * time.Second).UnixNano(), "u"}}})
 
 	if got := x.TakeDue(t0, 0); len(got) != 0 {
 		t.Fatalf("nothing is due at t0, got %v", got)
@@ -261,7 +279,7 @@ func TestTakeDueOrderAndLimit(t *testing.T) {
 		t.Fatalf("next %v %v len %d, want late only", next, ok, x.Len())
 	}
 	// A new value replaces the user's follow-ups.
-	x.Update("late", &Value{Pending: []Task{{t0.UnixNano(), "x"}}})
+	x.Update("late", &Value{Pending: []Task{{t0.Add(time.Hour).UnixNano(), "t"}}}, &Value{Pending: []Task{{t0.UnixNano(), "x"}}})
 	if p := x.Pending(); len(p) != 1 || p[0].Task != "x" {
 		t.Fatalf("pending %v", p)
 	}
@@ -271,16 +289,16 @@ func TestTakeDueOrderAndLimit(t *testing.T) {
 // as fired.
 func TestMarkHidesFiredFollowUps(t *testing.T) {
 	x := NewIndex(nil)
-	x.Update("a", &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}}})
-	x.Update("b", &Value{Pending: []Task{{t0.Add(2 * time.Second).UnixNano(), "t"}}})
-	x.Update("m", &Value{Mark: &Mark{Through: Pos{t0.Add(time.Second).UnixNano(), "a", "t"}}})
+	x.Update("a", nil, &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}}})
+	x.Update("b", nil, &Value{Pending: []Task{{t0.Add(2 * time.Second).UnixNano(), "t"}}})
+	x.Update("m", nil, &Value{Mark: &Mark{Through: Pos{t0.Add(time.Second).UnixNano(), "a", "t"}}})
 	if p := x.Pending(); len(p) != 1 || p[0].User != "b" {
 		t.Fatalf("pending %v, want b", p)
 	}
 	if !x.Fired(Pos{t0.Add(time.Second).UnixNano(), "a", "t"}) || !x.Fired(Pos{t0.UnixNano(), "z", "t"}) || x.Fired(Pos{t0.Add(time.Second).UnixNano(), "a", "u"}) {
 		t.Fatal("Fired disagrees with the mark")
 	}
-	x.Update("c", &Value{Pending: []Task{{t0.UnixNano(), "t"}}})
+	x.Update("c", nil, &Value{Pending: []Task{{t0.UnixNano(), "t"}}})
 	if x.Len() != 1 {
 		t.Fatalf("a follow-up before the mark was indexed: %v", x.Pending())
 	}
@@ -297,9 +315,9 @@ func TestMarkHidesFiredFollowUps(t *testing.T) {
 func TestUpdateNotifiesOnlyWhenEarliestMovesEarlier(t *testing.T) {
 	n := 0
 	x := NewIndex(func() { n++ })
-	x.Update("a", &Value{Pending: []Task{{t0.Add(time.Minute).UnixNano(), "t"}}})
-	x.Update("b", &Value{Pending: []Task{{t0.Add(2 * time.Minute).UnixNano(), "t"}}})
-	x.Update("c", &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}}})
+	x.Update("a", nil, &Value{Pending: []Task{{t0.Add(time.Minute).UnixNano(), "t"}}})
+	x.Update("b", nil, &Value{Pending: []Task{{t0.Add(2 * time.Minute).UnixNano(), "t"}}})
+	x.Update("c", nil, &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}}})
 	if n != 2 {
 		t.Fatalf("told %d times, want the first insert and c", n)
 	}

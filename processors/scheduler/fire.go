@@ -39,7 +39,7 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 	if idx.Replaying() {
 		from := pos(tick.GetFiredThrough())
 		fired, complete := idx.Replayed(from)
-		if ok && ctx.Offset() <= mark.LastTick {
+		if ok && !mark.Through.IsZero() && ctx.Offset() <= mark.LastTick {
 			s.Stats.Replays.Add(1)
 			if !complete {
 				s.Stats.ReplayScans.Add(1)
@@ -140,7 +140,7 @@ func (s *Scheduler) settle(ctx goka.Context, st *pb.UserState, publish bool) boo
 	keep := st.Pending[:0]
 	changed := false
 	for _, t := range st.Pending {
-		p := punctuation.Pos{Due: t.GetDueAt().AsTime().UnixNano(), User: st.GetUserId(), Task: t.GetTaskId()}
+		p := punctuation.Pos{Due: t.GetDueAt().AsTime().UnixNano(), User: ctx.Key(), Task: t.GetTaskId()}
 		if !idx.Fired(p) {
 			keep = append(keep, t)
 			continue
