@@ -90,12 +90,7 @@ type System struct {
 	quit   chan struct{}     // closed by Stop: readers stop sending
 
 	mu     sync.Mutex
-	worker *workerProc // nil when crashed or stopped
-}
-
-type workerProc struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once the process has been waited for
+	worker *harness.Process // nil when crashed or stopped
 }
 
 // Name implements harness.System.
@@ -204,10 +199,7 @@ func (s *System) Observe(ctx context.Context, out chan<- harness.Fire) error {
 func (s *System) PIDs() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.worker == nil {
-		return nil
-	}
-	return []int{s.worker.cmd.Process.Pid}
+	return harness.PIDs(s.worker)
 }
 
 // Crash kills the worker with SIGKILL and waits until it is gone.
@@ -219,10 +211,9 @@ func (s *System) Crash() error {
 	if w == nil {
 		return errors.New("asynq: no worker running")
 	}
-	if err := w.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := w.Kill(); err != nil {
 		return fmt.Errorf("asynq: kill worker: %w", err)
 	}
-	<-w.exited
 	return nil
 }
 
@@ -238,7 +229,7 @@ func (s *System) Stop() error {
 	s.mu.Unlock()
 	var errs []error
 	if w != nil {
-		if err := terminate(w.cmd.Process, w.exited, s.opts.StopTimeout); err != nil {
+		if err := w.Stop(s.opts.StopTimeout); err != nil {
 			errs = append(errs, fmt.Errorf("asynq: stop worker: %w", err))
 		}
 	}
@@ -268,37 +259,28 @@ func (s *System) startWorker(ctx context.Context) error {
 		"--concurrency", strconv.Itoa(s.opts.Concurrency),
 	}
 	logPath := filepath.Join(s.env.WorkDir, s.name+"-worker.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("asynq: worker log: %w", err)
-	}
-	defer logFile.Close()
 	// Our own pipe (not StdoutPipe) so that waiting for the process and
 	// reading its output are independent: Crash waits for the exit even
-	// while nobody observes.
+	// while nobody observes. Its stderr goes to the log.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("asynq: worker pipe: %w", err)
 	}
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout = pw
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = childAttr()
-	err = cmd.Start()
+	w, err := harness.StartProcess(cmd, logPath)
 	pw.Close()
 	if err != nil {
 		pr.Close()
-		return fmt.Errorf("asynq: start worker: %w", err)
+		return fmt.Errorf("asynq: worker: %w", err)
 	}
-	w := &workerProc{cmd: cmd, exited: make(chan struct{})}
 	go func() {
-		err := cmd.Wait()
-		close(w.exited)
+		<-w.Exited()
 		s.mu.Lock()
 		unexpected := s.worker == w
 		s.mu.Unlock()
 		if unexpected {
-			s.log.Error("asynq worker exited", "pid", cmd.Process.Pid, "err", err, "log", logPath)
+			s.log.Error("asynq worker exited", "pid", w.PID(), "err", w.Err(), "log", logPath)
 		}
 	}()
 	ready := make(chan struct{})
@@ -306,15 +288,14 @@ func (s *System) startWorker(ctx context.Context) error {
 
 	select {
 	case <-ready:
-	case <-w.exited:
+	case <-w.Exited():
 		return fmt.Errorf("asynq: worker exited before it was ready (see %s)", logPath)
 	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-w.exited
+		_ = w.Kill()
 		return fmt.Errorf("asynq: waiting for the worker: %w", ctx.Err())
 	}
 	s.worker = w
-	s.log.Info("asynq worker started", "pid", cmd.Process.Pid, "args", args)
+	s.log.Info("asynq worker started", "pid", w.PID(), "args", args)
 	return nil
 }
 

@@ -9,10 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ivrsched/ivrsched/bench/harness"
 )
 
 // ErrNoRedisServer means redis-server is not on PATH.
@@ -33,18 +34,15 @@ type RedisOptions struct {
 
 // Redis is a running redis-server.
 type Redis struct {
-	Addr   string // host:port
-	cmd    *exec.Cmd
-	exited chan struct{}
+	Addr string // host:port
+	proc *harness.Process
 }
 
 // PID is the redis-server's process id (for CPU and memory accounting).
-func (r *Redis) PID() int { return r.cmd.Process.Pid }
+func (r *Redis) PID() int { return r.proc.PID() }
 
 // Stop terminates redis-server (SIGTERM, SIGKILL after 10 s) and waits.
-func (r *Redis) Stop() error {
-	return terminate(r.cmd.Process, r.exited, 10*time.Second)
-}
+func (r *Redis) Stop() error { return r.proc.Stop(10 * time.Second) }
 
 // StartRedis runs redis-server on 127.0.0.1 on a free port with its files
 // in dir, without persistence (--save "" --appendonly no: see
@@ -87,14 +85,12 @@ func RunRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start redis-server: %w", err)
+	proc, err := harness.StartProcess(cmd, "") // it writes redis.log itself
+	if err != nil {
+		return nil, fmt.Errorf("redis-server: %w", err)
 	}
-	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(r.exited) }()
-
-	if err := waitPing(ctx, r.Addr, r.exited, 10*time.Second); err != nil {
+	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), proc: proc}
+	if err := waitPing(ctx, r.Addr, proc.Exited(), 10*time.Second); err != nil {
 		_ = r.Stop()
 		return nil, fmt.Errorf("redis-server on %s (log %s): %w", r.Addr, filepath.Join(dir, "redis.log"), err)
 	}
@@ -133,26 +129,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// terminate sends SIGTERM, then SIGKILL after timeout, and waits for exited.
-func terminate(p *os.Process, exited <-chan struct{}, timeout time.Duration) error {
-	select {
-	case <-exited:
-		return nil
-	default:
-	}
-	if err := p.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("SIGTERM pid %d: %w", p.Pid, err)
-	}
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(timeout):
-	}
-	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("SIGKILL pid %d: %w", p.Pid, err)
-	}
-	<-exited
-	return fmt.Errorf("pid %d did not stop within %s of SIGTERM, killed", p.Pid, timeout)
 }

@@ -38,7 +38,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -124,10 +123,8 @@ type System struct {
 	prodDone chan struct{}
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	logFile *os.File
-	members []string // group members seen when etf1 was last ready
+	proc    *harness.Process // nil when not running
+	members []string         // group members seen when etf1 was last ready
 }
 
 // Name is the subject's name.
@@ -322,14 +319,9 @@ var etf1Vars = []string{
 // launch starts the etf1 process and waits until it is ready.
 func (s *System) launch(ctx context.Context) error {
 	s.mu.Lock()
-	if s.cmd != nil {
+	if s.proc != nil {
 		s.mu.Unlock()
 		return errors.New("etf1: already running")
-	}
-	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("etf1: open log: %w", err)
 	}
 	cmd := exec.Command(s.bin)
 	cmd.Dir = s.env.WorkDir
@@ -338,27 +330,19 @@ func (s *System) launch(ctx context.Context) error {
 		return slices.Contains(etf1Vars, name)
 	})
 	cmd.Env = append(cmd.Env, s.envVars...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	proc, err := harness.StartProcess(cmd, s.logPath)
+	if err != nil {
 		s.mu.Unlock()
-		return fmt.Errorf("etf1: start %s: %w", s.bin, err)
+		return fmt.Errorf("etf1: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		logFile.Close()
-		close(exited)
-	}()
-	s.cmd, s.exited, s.logFile = cmd, exited, logFile
+	s.proc = proc
 	stale := s.members
 	s.mu.Unlock()
 
 	if s.env.Log != nil {
-		s.env.Log.Info("etf1 started", "system", s.name, "pid", cmd.Process.Pid, "log", s.logPath)
+		s.env.Log.Info("etf1 started", "system", s.name, "pid", proc.PID(), "log", s.logPath)
 	}
-	members, err := s.waitReady(ctx, exited, stale)
+	members, err := s.waitReady(ctx, proc.Exited(), stale)
 	if err != nil {
 		return err
 	}
@@ -381,10 +365,10 @@ func (s *System) waitReady(ctx context.Context, exited <-chan struct{}, stale []
 		}
 		select {
 		case <-exited:
-			return nil, fmt.Errorf("etf1: exited before it was ready; end of %s:\n%s", s.logPath, tail(s.logPath, 4096))
+			return nil, fmt.Errorf("etf1: exited before it was ready; end of %s:\n%s", s.logPath, harness.Tail(s.logPath, 4096))
 		case <-ctx.Done():
 			return nil, fmt.Errorf("etf1: not ready (group %s: err %v): %w; end of %s:\n%s",
-				s.group, err, ctx.Err(), s.logPath, tail(s.logPath, 4096))
+				s.group, err, ctx.Err(), s.logPath, harness.Tail(s.logPath, 4096))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -531,25 +515,18 @@ func epochOf(headers []*sarama.RecordHeader) time.Time {
 func (s *System) PIDs() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return nil
-	}
-	return []int{s.cmd.Process.Pid}
+	return harness.PIDs(s.proc)
 }
 
 // Crash kills etf1 with SIGKILL and waits for it to exit.
 func (s *System) Crash() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return nil
 	}
-	err := s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
-	s.cmd = nil
-	if errors.Is(err, os.ErrProcessDone) {
-		err = nil
-	}
+	err := s.proc.Kill()
+	s.proc = nil
 	return err
 }
 
@@ -564,18 +541,11 @@ func (s *System) Recover(ctx context.Context) error {
 func (s *System) Stop() error {
 	s.mu.Lock()
 	var err error
-	if s.cmd != nil {
-		if e := s.cmd.Process.Signal(syscall.SIGTERM); e != nil && !errors.Is(e, os.ErrProcessDone) {
-			err = e
+	if s.proc != nil {
+		if e := s.proc.Stop(30 * time.Second); e != nil {
+			err = fmt.Errorf("etf1: %w", e)
 		}
-		select {
-		case <-s.exited:
-		case <-time.After(30 * time.Second):
-			s.cmd.Process.Signal(syscall.SIGKILL)
-			<-s.exited
-			err = errors.Join(err, errors.New("etf1: did not exit within 30 s of SIGTERM; killed"))
-		}
-		s.cmd = nil
+		s.proc = nil
 	}
 	s.mu.Unlock()
 	if s.env.Log != nil && s.logPath != "" {
@@ -667,22 +637,6 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
-}
-
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err.Error()
-	}
-	off := max(fi.Size()-n, 0)
-	buf := make([]byte, fi.Size()-off)
-	f.ReadAt(buf, off)
-	return string(buf)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

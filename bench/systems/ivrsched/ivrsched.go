@@ -12,9 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -55,8 +53,7 @@ type System struct {
 
 type proc struct {
 	args []string
-	cmd  *exec.Cmd
-	done chan struct{}
+	p    *harness.Process // nil until launched
 }
 
 // New returns the subject; extra flags go to every ivrsched process.
@@ -142,23 +139,11 @@ func freeAddr() (string, error) {
 }
 
 func (s *System) launch(p *proc) error {
-	logf, err := os.OpenFile(filepath.Join(s.env.WorkDir, s.name+"-"+p.args[0]+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	proc, err := harness.StartProcess(exec.Command(s.bin, p.args...), filepath.Join(s.env.WorkDir, s.name+"-"+p.args[0]+".log"))
 	if err != nil {
-		return err
+		return fmt.Errorf("ivrsched %s: %w", p.args[0], err)
 	}
-	p.cmd = exec.Command(s.bin, p.args...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start ivrsched %s: %w", p.args[0], err)
-	}
-	p.done = make(chan struct{})
-	go func() {
-		_ = p.cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
+	p.p = proc
 	return nil
 }
 
@@ -176,7 +161,7 @@ func (s *System) awaitTopics(ctx context.Context) error {
 		}
 		for _, p := range s.procs {
 			select {
-			case <-p.done:
+			case <-p.p.Exited():
 				return fmt.Errorf("ivrsched %s exited during start; see its log in %s", p.args[0], s.env.WorkDir)
 			default:
 			}
@@ -291,22 +276,15 @@ func (s *System) ObservePlaced(ctx context.Context, out chan<- harness.Fire) err
 func (s *System) PIDs() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []int
-	for _, p := range s.procs {
-		if p.cmd != nil && p.cmd.Process != nil {
-			out = append(out, p.cmd.Process.Pid)
-		}
+	ps := make([]*harness.Process, len(s.procs))
+	for i, p := range s.procs {
+		ps[i] = p.p
 	}
-	return out
+	return harness.PIDs(ps...)
 }
 
 // Crash kills the scheduler process (or the single process) with SIGKILL.
-func (s *System) Crash() error {
-	p := s.procs[0]
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-	return nil
-}
+func (s *System) Crash() error { return s.procs[0].p.Kill() }
 
 // Recover starts the killed process again with the same flags.
 func (s *System) Recover(ctx context.Context) error {
@@ -317,24 +295,13 @@ func (s *System) Recover(ctx context.Context) error {
 
 // Stop stops every process gracefully (SIGTERM), killing after 30 s.
 func (s *System) Stop() error {
-	var errs []string
+	var errs []error
 	for _, p := range s.procs {
-		if p.cmd == nil {
-			continue
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
-			errs = append(errs, p.args[0]+" did not stop within 30s")
+		if p.p != nil {
+			errs = append(errs, p.p.Stop(30*time.Second))
 		}
 	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Applied returns once the scheduler group has committed every onboarding

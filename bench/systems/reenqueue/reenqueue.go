@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -23,7 +22,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -53,9 +51,8 @@ type System struct {
 
 	scheduled atomic.Int64 // records Schedule put on the delay topic
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	mu   sync.Mutex
+	proc *harness.Process // nil when not running
 }
 
 // New returns the loop as a harness.System named name; variant is
@@ -110,14 +107,9 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 func (s *System) Recover(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
+	if s.proc != nil {
 		return errors.New("reenqueue: loop already running")
 	}
-	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("reenqueue: loop log: %w", err)
-	}
-	defer logFile.Close() // the child has its own descriptor
 	args := []string{
 		"--brokers", strings.Join(s.brokers, ","),
 		"--delay-topic", s.delayTopic,
@@ -128,21 +120,18 @@ func (s *System) Recover(ctx context.Context) error {
 	if s.hold > 0 {
 		args = append(args, "--hold", s.hold.String())
 	}
-	cmd := exec.Command(s.bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("reenqueue: start loop: %w", err)
+	proc, err := harness.StartProcess(exec.Command(s.bin, args...), s.logPath)
+	if err != nil {
+		return fmt.Errorf("reenqueue: loop: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.cmd, s.exited = cmd, exited
+	s.proc = proc
 
-	clientID := fmt.Sprintf("reenqueue-loop-%d", cmd.Process.Pid)
-	if err := s.awaitOwner(ctx, clientID, exited); err != nil {
+	clientID := fmt.Sprintf("reenqueue-loop-%d", proc.PID())
+	if err := s.awaitOwner(ctx, clientID, proc.Exited()); err != nil {
 		s.killLocked()
-		return fmt.Errorf("%w\n--- end of %s ---\n%s", err, s.logPath, tail(s.logPath, 4096))
+		return fmt.Errorf("%w\n--- end of %s ---\n%s", err, s.logPath, harness.Tail(s.logPath, 4096))
 	}
-	s.env.Log.Info("reenqueue: loop running", "system", s.name, "pid", cmd.Process.Pid)
+	s.env.Log.Info("reenqueue: loop running", "system", s.name, "pid", proc.PID())
 	return nil
 }
 
@@ -372,17 +361,14 @@ func TopicEnd(ctx context.Context, brokers, topic string) (int64, error) {
 func (s *System) PIDs() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return nil
-	}
-	return []int{s.cmd.Process.Pid}
+	return harness.PIDs(s.proc)
 }
 
 // Crash kills the loop process with SIGKILL.
 func (s *System) Crash() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return errors.New("reenqueue: loop not running")
 	}
 	s.killLocked()
@@ -390,12 +376,10 @@ func (s *System) Crash() error {
 }
 
 func (s *System) killLocked() {
-	if s.cmd == nil {
-		return
+	if s.proc != nil {
+		_ = s.proc.Kill()
+		s.proc = nil
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
-	s.cmd = nil
 }
 
 // Stop ends the loop: SIGTERM (it commits and prints its summary), SIGKILL
@@ -403,18 +387,15 @@ func (s *System) killLocked() {
 func (s *System) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return nil
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-		s.cmd = nil
-		return nil
-	case <-time.After(stopTimeout):
+	err := s.proc.Stop(stopTimeout)
+	s.proc = nil
+	if err != nil {
+		return fmt.Errorf("reenqueue: %w", err)
 	}
-	s.killLocked()
-	return fmt.Errorf("reenqueue: loop ignored SIGTERM for %v and was killed", stopTimeout)
+	return nil
 }
 
 // Summaries returns the summary lines the loop printed when it stopped
@@ -460,15 +441,3 @@ func splitBrokers(s string) []string {
 }
 
 // tail returns the last n bytes of the file at path.
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > n {
-		_, _ = f.Seek(st.Size()-n, io.SeekStart)
-	}
-	b, _ := io.ReadAll(f)
-	return string(b)
-}
