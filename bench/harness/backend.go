@@ -53,8 +53,24 @@ type KafkaBackend struct {
 // PID is the broker's process id.
 func (k KafkaBackend) PID() int { return k.Pid() }
 
-// Counters reads the broker's counters.
+// Counters reads the broker's counters. A topic a system has just created
+// may have no leader yet in the metadata: it tries again for up to 10 s.
 func (k KafkaBackend) Counters(ctx context.Context) (Counters, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := k.counters()
+		if err == nil || time.Now().After(deadline) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return Counters{}, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (k KafkaBackend) counters() (Counters, error) {
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	c, err := sarama.NewClient(k.Brokers, cfg)
