@@ -2,6 +2,7 @@ package localstore
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -468,5 +469,57 @@ func TestOffsetAfterRecoveryIsWrittenOnClose(t *testing.T) {
 	defer st.Close()
 	if got, _ := st.GetOffset(-1); got != 100 {
 		t.Fatalf("offset after a clean close %d, want 100", got)
+	}
+}
+
+// Restored records are written in batches; every read, MarkRecovered and a
+// clean Close see all of them, the partial last batch included.
+func TestRestoredWritesAreBatchedAndSeen(t *testing.T) {
+	dir := t.TempDir()
+	b := Builder(dir, nil)
+	st := open(t, b, "tbl", 0)
+	n := restoreBatch*2 + 7
+	for i := range n {
+		if err := st.Set(fmt.Sprintf("k%05d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Delete("k00003"); err != nil {
+		t.Fatal(err)
+	}
+	if v := mustGet(t, st, fmt.Sprintf("k%05d", n-1)); string(v) != "v" {
+		t.Fatalf("last restored record before MarkRecovered: %q", v)
+	}
+	if v, _ := st.Get("k00003"); v != nil {
+		t.Fatal("a restored delete is not seen")
+	}
+	if err := st.Set("tail", []byte("t")); err != nil { // left in the batch
+		t.Fatal(err)
+	}
+	count := func(st storage.Storage) int {
+		it, err := st.Iterator()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Release()
+		c := 0
+		for it.Next() {
+			c++
+		}
+		return c
+	}
+	if got := count(st); got != n { // n-1 records, the deleted one gone, plus tail
+		t.Fatalf("iterator sees %d records, want %d", got, n)
+	}
+	if err := st.Set("tail2", []byte("t")); err != nil { // left in the batch at Close
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open(t, b, "tbl", 0)
+	defer st.Close()
+	if got := count(st); got != n+1 {
+		t.Fatalf("after a clean close %d records, want %d", got, n+1)
 	}
 }
