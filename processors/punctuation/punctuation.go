@@ -306,10 +306,6 @@ type indexed struct {
 	lastHeld bool
 }
 
-func (s *indexed) Open() error {
-	return s.Storage.Open()
-}
-
 // MarkRecovered builds the index from the restored store: the mark first,
 // so that the scan knows which follow-ups have fired, then every value.
 func (s *indexed) MarkRecovered() error {
