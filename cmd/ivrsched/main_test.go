@@ -161,20 +161,34 @@ func TestRunOnboardCallsQuery(t *testing.T) {
 		t.Fatalf("calls for %d distinct users, want 20", len(users))
 	}
 
-	resp, err := http.Get("http://" + web + "/query/ivr-scheduler-table/later")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	page := html.UnescapeString(string(body))
-	i, j := strings.Index(page, "<pre>"), strings.Index(page, "</pre>")
-	var st struct {
+	type userState struct {
 		UserID  string            `json:"user_id"`
 		Pending []json.RawMessage `json:"pending"`
+		Fired   []struct {
+			CallID string `json:"call_id"`
+		} `json:"fired"`
 	}
-	if i < 0 || j < i || json.Unmarshal([]byte(page[i+5:j]), &st) != nil || st.UserID != "later" || len(st.Pending) != 1 {
+	query := func(user string) (userState, string) {
+		resp, err := http.Get("http://" + web + "/query/ivr-scheduler-table/" + user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		page := html.UnescapeString(string(body))
+		var st userState
+		if i, j := strings.Index(page, "<pre>"), strings.Index(page, "</pre>"); i >= 0 && j > i {
+			_ = json.Unmarshal([]byte(page[i+5:j]), &st)
+		}
+		return st, page
+	}
+	if st, page := query("later"); st.UserID != "later" || len(st.Pending) != 1 {
 		t.Fatalf("query page does not show the pending user as JSON:\n%s", page)
+	}
+	// A user whose call went out is shown with it fired, though the tick
+	// did not rewrite the user's value.
+	if st, page := query("user-0"); st.UserID != "user-0" || len(st.Pending) != 0 || len(st.Fired) != 1 || st.Fired[0].CallID == "" {
+		t.Fatalf("query page does not show the fired follow-up as fired:\n%s", page)
 	}
 	cancel()
 	if code := <-done; code != 0 {

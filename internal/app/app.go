@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ivrsched/ivrsched/codec"
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/localstore"
 	"github.com/ivrsched/ivrsched/processors/dialer"
@@ -101,7 +102,13 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	run := &Running{ready: make(chan struct{})}
 	router := mux.NewRouter()
 	mon := monitor.NewServer("/monitor", router)
-	qry := query.NewServer("/query", router, query.WithHumanizer(query.HumanizerFunc(humanize)))
+	var settled func(*pb.UserState) *pb.UserState // set when this process schedules
+	qry := query.NewServer("/query", router, query.WithHumanizer(query.HumanizerFunc(func(v any) (string, error) {
+		if st, ok := v.(*pb.UserState); ok && settled != nil {
+			v = settled(st)
+		}
+		return humanize(v)
+	})))
 	var all []*role
 
 	if roles.Scheduler {
@@ -123,6 +130,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			return err
 		}
 		run.Scheduler = s
+		settled = s.Settled
 		all = append(all, newRole("scheduler", string(cfg.Topics.SchedulerTable()), filepath.Join(cfg.DataDir, "scheduler"), log, func() (*goka.Processor, error) {
 			return s.Processor(cfg.Kafka.Brokers, opts...)
 		}))
@@ -213,7 +221,9 @@ func serveHTTP(ctx context.Context, g *errgroup.Group, addr string, h http.Handl
 	return nil
 }
 
-// humanize renders table values as indented protojson for the query page.
+// humanize renders table values as indented protojson for the query page. A
+// user's value is shown as the scheduler will record it, with the follow-ups
+// that fired under fired (Scheduler.Settled).
 func humanize(v any) (string, error) {
 	if m, ok := v.(proto.Message); ok {
 		return codec.IndentedJSON(m), nil

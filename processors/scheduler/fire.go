@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/processors/punctuation"
+	"github.com/ivrsched/ivrsched/topology"
 )
 
 // onTick publishes the calls of the partition's due follow-ups and moves the
@@ -132,37 +133,66 @@ func findTask(st *pb.UserState, p punctuation.Pos, fired bool) *pb.Task {
 // calls: a command scheduled them at or before the mark, where no tick will
 // see them. It reports whether the value changed.
 func (s *Scheduler) settle(ctx goka.Context, st *pb.UserState, publish bool) bool {
-	idx := s.punct.Index(ctx.Partition())
-	if idx == nil {
+	keep, fired := s.splitFired(ctx.Partition(), ctx.Key(), st.Pending)
+	if len(fired) == 0 {
 		return false
 	}
-	now := s.cfg.Clock.Now()
-	keep := st.Pending[:0]
-	changed := false
-	for _, t := range st.Pending {
-		p := punctuation.Pos{Due: t.GetDueAt().AsTime().UnixNano(), User: ctx.Key(), Task: t.GetTaskId()}
-		if !idx.Fired(p) {
+	now := timestamppb.New(s.cfg.Clock.Now())
+	for _, f := range fired {
+		if publish {
+			f.FiredAt = now
+			ctx.Emit(s.cfg.Topics.Calls, ctx.Key(), s.call(st, f.Task, f.CallId, f.FiredAt))
+			s.Stats.Fired.Add(1)
+		}
+	}
+	s.record(st, keep, fired)
+	return true
+}
+
+// splitFired splits a user's pending follow-ups into those still pending and
+// those at or before the partition's mark, which have fired.
+func (s *Scheduler) splitFired(part int32, user string, pending []*pb.Task) (keep []*pb.Task, fired []*pb.FiredTask) {
+	idx := s.punct.Index(part)
+	if idx == nil {
+		return pending, nil
+	}
+	for _, t := range pending {
+		if !idx.Fired(punctuation.Pos{Due: t.GetDueAt().AsTime().UnixNano(), User: user, Task: t.GetTaskId()}) {
 			keep = append(keep, t)
 			continue
 		}
-		f := &pb.FiredTask{Task: t, CallId: CallID(p.User, t)}
-		if publish {
-			f.FiredAt = timestamppb.New(now)
-			ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, f.CallId, f.FiredAt))
-			s.Stats.Fired.Add(1)
-		}
-		st.Fired = append(st.Fired, f)
-		changed = true
+		fired = append(fired, &pb.FiredTask{Task: t, CallId: CallID(user, t)})
 	}
-	if !changed {
-		return false
-	}
-	clear(st.Pending[len(keep):])
+	return keep, fired
+}
+
+// record sets the user's pending follow-ups and appends fired ones to the
+// bounded history.
+func (s *Scheduler) record(st *pb.UserState, keep []*pb.Task, fired []*pb.FiredTask) {
 	st.Pending = keep
+	st.Fired = append(st.Fired, fired...)
 	if n := len(st.Fired) - s.cfg.FiredHistory; n > 0 {
 		st.Fired = append(st.Fired[:0:0], st.Fired[n:]...)
 	}
-	return true
+}
+
+// Settled returns a user's value as the user's next command will record it:
+// the follow-ups its partition's ticks fired moved from pending to fired. It
+// is for display (the web UI's query page) and writes nothing. A value of a
+// partition this instance does not own, or a partition's mark, is returned
+// as it is.
+func (s *Scheduler) Settled(st *pb.UserState) *pb.UserState {
+	if st.GetFiredThrough() != nil {
+		return st
+	}
+	part := topology.Partition(st.GetUserId(), max(s.cfg.Partitions, 1))
+	out := proto.Clone(st).(*pb.UserState)
+	keep, fired := s.splitFired(part, out.GetUserId(), out.GetPending())
+	if len(fired) == 0 {
+		return st
+	}
+	s.record(out, keep, fired)
+	return out
 }
 
 func (s *Scheduler) call(st *pb.UserState, t *pb.Task, callID string, firedAt *timestamppb.Timestamp) *pb.IVRCall {

@@ -178,8 +178,13 @@ func TestFiresAtDueTimeNeverEarly(t *testing.T) {
 	if m := h.state(tickKey).GetFiredThrough().GetThrough(); m.GetUserId() != "u1" || m.GetTaskId() != "t1" || !m.GetDueAt().AsTime().Equal(t0.Add(10*time.Second)) {
 		t.Fatalf("mark after fire: %v", h.state(tickKey))
 	}
-	if st := h.state("u1"); len(st.GetPending()) != 1 || len(st.GetFired()) != 0 {
+	st := h.state("u1")
+	if len(st.GetPending()) != 1 || len(st.GetFired()) != 0 {
 		t.Fatalf("user state after fire: %v", st)
+	}
+	// The query page shows it as the next command will record it.
+	if v := h.s.Settled(st); len(v.GetPending()) != 0 || len(v.GetFired()) != 1 || v.GetFired()[0].GetCallId() != c.GetCallId() || len(st.GetPending()) != 1 {
+		t.Fatalf("settled view %v of %v", v, st)
 	}
 
 	h.tickAt(20 * time.Second)
