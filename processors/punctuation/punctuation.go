@@ -361,6 +361,15 @@ func (s *indexed) Get(key string) ([]byte, error) {
 	return v, err
 }
 
+// forget drops the value kept from a read of key, which is about to change.
+func (s *indexed) forget(key string) {
+	s.mu.Lock()
+	if s.lastKey == key {
+		s.lastKey, s.lastVal, s.lastHeld = "", nil, false
+	}
+	s.mu.Unlock()
+}
+
 // previous is key's value before the write about to happen.
 func (s *indexed) previous(key string) *Value {
 	s.mu.Lock()
@@ -384,11 +393,17 @@ func (s *indexed) Set(key string, value []byte) error {
 	if s.index == nil { // restoring
 		return s.Storage.Set(key, value)
 	}
-	old := s.previous(key)
+	v := s.parse(key, value)
+	var old *Value
+	if v == nil || v.Mark == nil {
+		old = s.previous(key)
+	} else {
+		s.forget(key) // a mark's key holds no follow-ups: its old value is not needed
+	}
 	if err := s.Storage.Set(key, value); err != nil {
 		return err
 	}
-	s.index.Update(key, old, s.parse(key, value))
+	s.index.Update(key, old, v)
 	return nil
 }
 
