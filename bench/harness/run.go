@@ -242,19 +242,7 @@ func runCrash(ctx context.Context, s Subject, obs *watcher, w Workload, rng *ran
 		return nil, fmt.Errorf("restart: %w", err)
 	}
 	obs.wait(ctx, mid.Add(window/2+w.CrashWait))
-	crash := func(o *observer) *CrashResult {
-		p := o.phase(ts)
-		c := &CrashResult{Scheduled: len(ts), Duplicates: p.Duplicates, Lost: p.Missing, Early: p.Early, P99Ms: p.P99Ms, MaxMs: p.MaxMs, FirstFireAfterSec: -1}
-		if first, ok := o.firstAfter(ts, restart); ok {
-			c.FirstFireAfterSec = first.Sub(restart).Seconds()
-		}
-		return c
-	}
-	c := crash(obs.fired)
-	if obs.placed != nil {
-		c.Placed = crash(obs.placed)
-	}
-	return c, nil
+	return obs.crash(ts, restart), nil
 }
 
 // watcher observes a system's fires and, for a Placer, its placements.
@@ -294,6 +282,24 @@ func (w *watcher) wait(ctx context.Context, deadline time.Time) {
 	if w.placed != nil {
 		w.placed.wait(ctx, deadline)
 	}
+}
+
+// crash is what a kill -9 and the restart at restart cost ts, with the
+// placed figures nested; a first fire of -1 s means none after the restart.
+func (w *watcher) crash(ts []Task, restart time.Time) *CrashResult {
+	of := func(o *observer) *CrashResult {
+		p := o.phase(ts)
+		c := &CrashResult{Scheduled: len(ts), Duplicates: p.Duplicates, Lost: p.Missing, Early: p.Early, P99Ms: p.P99Ms, MaxMs: p.MaxMs, FirstFireAfterSec: -1}
+		if first, ok := o.firstAfter(ts, restart); ok {
+			c.FirstFireAfterSec = first.Sub(restart).Seconds()
+		}
+		return c
+	}
+	c := of(w.fired)
+	if w.placed != nil {
+		c.Placed = of(w.placed)
+	}
+	return c
 }
 
 // phase is the fired figures of ts, with the placed ones nested.

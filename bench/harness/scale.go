@@ -115,17 +115,11 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 		return fail(err)
 	}
 	obs.wait(ctx, restart.Add(15*time.Second+w.CrashWait))
-	p := obs.phase(probes)
-	res.RestartLost, res.RestartDups = p.Missing, p.Duplicates
-	res.RestartFirstSec, res.RestartPlacedFirstSec = -1, -1
-	if first, ok := obs.fired.firstAfter(probes, restart); ok {
-		res.RestartFirstSec = first.Sub(restart).Seconds()
-	}
-	if pl := p.Placed; pl != nil {
-		res.RestartPlacedLost, res.RestartPlacedDups = pl.Missing, pl.Duplicates
-		if first, ok := obs.placed.firstAfter(probes, restart); ok {
-			res.RestartPlacedFirstSec = first.Sub(restart).Seconds()
-		}
+	c := obs.crash(probes, restart)
+	res.RestartFirstSec, res.RestartLost, res.RestartDups = c.FirstFireAfterSec, c.Lost, c.Duplicates
+	res.RestartPlacedFirstSec = -1
+	if pl := c.Placed; pl != nil {
+		res.RestartPlacedFirstSec, res.RestartPlacedLost, res.RestartPlacedDups = pl.FirstFireAfterSec, pl.Lost, pl.Duplicates
 	}
 	log.Info("scale phase done", "first_fire_after_restart_s", res.RestartFirstSec, "lost", res.RestartLost, "dups", res.RestartDups)
 	return res

@@ -351,7 +351,11 @@ func (s *store) batched(add func(*leveldb.Batch)) error {
 }
 
 // flush writes the restored writes not written yet, so that reads see them.
+// After the restore the batch stays empty: reads skip the lock.
 func (s *store) flush() error {
+	if s.recovered.Load() {
+		return nil
+	}
 	s.batchMu.Lock()
 	defer s.batchMu.Unlock()
 	return s.writeBatch()

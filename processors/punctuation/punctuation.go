@@ -139,11 +139,6 @@ func (p *Punctuator) FiredBetween(part int32, from, to Pos) ([]Pos, error) {
 	if st == nil {
 		return nil, fmt.Errorf("partition %d not owned", part)
 	}
-	it, err := st.Iterator()
-	if err != nil {
-		return nil, fmt.Errorf("scan partition %d: %w", part, err)
-	}
-	defer it.Release()
 	var out []Pos
 	add := func(key string, ts []Task) {
 		for _, t := range ts {
@@ -152,23 +147,34 @@ func (p *Punctuator) FiredBetween(part int32, from, to Pos) ([]Pos, error) {
 			}
 		}
 	}
-	for it.Next() {
-		raw, err := it.Value()
-		if err != nil {
-			return nil, fmt.Errorf("scan partition %d: %w", part, err)
+	err := scanStore(st, func(key string, raw []byte) {
+		if v, err := p.cfg.Parse(raw); err == nil { // an unreadable value was logged when it was written
+			add(key, v.Pending)
+			add(key, v.Fired)
 		}
-		v, err := p.cfg.Parse(raw)
-		if err != nil {
-			continue // logged when it was written
-		}
-		add(string(it.Key()), v.Pending)
-		add(string(it.Key()), v.Fired)
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("scan partition %d: %w", part, err)
 	}
 	slices.SortFunc(out, Compare)
 	return out, nil
+}
+
+// scanStore calls fn with every key and value of a store, in key order.
+func scanStore(st storage.Storage, fn func(key string, raw []byte)) error {
+	it, err := st.Iterator()
+	if err != nil {
+		return err
+	}
+	defer it.Release()
+	for it.Next() {
+		raw, err := it.Value()
+		if err != nil {
+			return err
+		}
+		fn(string(it.Key()), raw)
+	}
+	return it.Err()
 }
 
 // Ticked tells the punctuator that a tick of the partition was processed.
@@ -320,22 +326,12 @@ func (s *indexed) MarkRecovered() error {
 	} else if raw != nil {
 		x.Update(key, nil, s.parse(key, raw))
 	}
-	it, err := s.Storage.Iterator()
-	if err != nil {
-		return fmt.Errorf("index partition %d: %w", s.part, err)
-	}
-	defer it.Release()
 	n := 0
-	for it.Next() {
-		v, err := it.Value()
-		if err != nil {
-			return fmt.Errorf("index partition %d: %w", s.part, err)
-		}
-		key := string(it.Key())
-		x.Update(key, nil, s.parse(key, v))
+	err := scanStore(s.Storage, func(key string, raw []byte) {
+		x.Update(key, nil, s.parse(key, raw))
 		n++
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("index partition %d: %w", s.part, err)
 	}
 	s.index = x

@@ -109,10 +109,13 @@ func (s *Scheduler) stored(table interface{ Get(string) ([]byte, error) }, user 
 	return st
 }
 
+// taskPos is a user's follow-up's firing position.
+func taskPos(user string, t *pb.Task) punctuation.Pos {
+	return punctuation.Pos{Due: t.GetDueAt().AsTime().UnixNano(), User: user, Task: t.GetTaskId()}
+}
+
 func findTask(st *pb.UserState, p punctuation.Pos, fired bool) *pb.Task {
-	match := func(t *pb.Task) bool {
-		return t.GetTaskId() == p.Task && t.GetDueAt().AsTime().UnixNano() == p.Due
-	}
+	match := func(t *pb.Task) bool { return taskPos(p.User, t) == p }
 	for _, t := range st.GetPending() {
 		if match(t) {
 			return t
@@ -157,7 +160,7 @@ func (s *Scheduler) splitFired(part int32, user string, pending []*pb.Task) (kee
 		return pending, nil
 	}
 	for _, t := range pending {
-		if !idx.Fired(punctuation.Pos{Due: t.GetDueAt().AsTime().UnixNano(), User: user, Task: t.GetTaskId()}) {
+		if !idx.Fired(taskPos(user, t)) {
 			keep = append(keep, t)
 			continue
 		}
