@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -71,5 +73,25 @@ func TestCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("partitions that replayed a tick after a scheduler restart (their calls published again, for the dialer to drop): %d", bytes.Count(b, []byte("replayed tick")))
+	// A killed process keeps its local stores: each partition restores only
+	// the changelog after the offset its store reached.
+	for _, p := range []*proc{sched, dial} {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reused := bytes.Count(b, []byte("local store reused"))
+		restored := 0
+		for _, m := range restoredRe.FindAllSubmatch(b, -1) {
+			n, _ := strconv.Atoi(string(m[1]))
+			restored += n
+		}
+		t.Logf("%s: %d kills, %d partition stores reused, %d changelog records restored in all", p.name, kills[p.name], reused, restored)
+		if reused < kills[p.name]*parts {
+			t.Errorf("%s: %d partition stores reused after %d kills of %d partitions, want every one", p.name, reused, kills[p.name], parts)
+		}
+	}
 	r.check(t)
 }
+
+var restoredRe = regexp.MustCompile(`records_restored=(\d+)`)

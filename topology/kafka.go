@@ -112,7 +112,7 @@ func (k Kafka) Sarama() *sarama.Config {
 func (k Kafka) ProcessorOptions() []goka.ProcessorOption {
 	return []goka.ProcessorOption{
 		goka.WithHasher(Murmur2()),
-		goka.WithProducerBuilder(k.producerBuilder),
+		goka.WithProducerBuilder(k.ProducerBuilder),
 		goka.WithConsumerGroupBuilder(func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
 			return goka.ConsumerGroupBuilderWithConfig(k.Sarama())(brokers, group, clientID)
 		}),
@@ -125,7 +125,7 @@ func (k Kafka) ProcessorOptions() []goka.ProcessorOption {
 func (k Kafka) EmitterOptions() []goka.EmitterOption {
 	return []goka.EmitterOption{
 		goka.WithEmitterHasher(Murmur2()),
-		goka.WithEmitterProducerBuilder(k.producerBuilder),
+		goka.WithEmitterProducerBuilder(k.ProducerBuilder),
 		goka.WithEmitterTopicManagerBuilder(k.topicManagerBuilder),
 	}
 }
@@ -142,7 +142,8 @@ func (k Kafka) ViewOptions() []goka.ViewOption {
 // The builders give every client a config of its own: Goka's builders
 // modify the config they are given.
 
-func (k Kafka) producerBuilder(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
+// ProducerBuilder builds the producers of ivrsched's processors and emitters.
+func (k Kafka) ProducerBuilder(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
 	return goka.ProducerBuilderWithConfig(k.Sarama())(brokers, clientID, hasher)
 }
 

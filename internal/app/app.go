@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,9 +117,10 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		if err != nil {
 			return fmt.Errorf("tick emitter: %w", err)
 		}
+		stores := localstore.New(filepath.Join(cfg.DataDir, "scheduler"), log)
 		s, err := scheduler.New(scheduler.Config{
 			Topics:      cfg.Topics,
-			Storage:     localstore.Builder(filepath.Join(cfg.DataDir, "scheduler"), log),
+			Storage:     stores.Builder(),
 			Clock:       cfg.Clock,
 			Default:     cfg.Default,
 			Limits:      cfg.Limits,
@@ -131,8 +133,8 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		}
 		run.Scheduler = s
 		settled = s.Settled
-		all = append(all, newRole("scheduler", string(cfg.Topics.SchedulerTable()), filepath.Join(cfg.DataDir, "scheduler"), log, func() (*goka.Processor, error) {
-			return s.Processor(cfg.Kafka.Brokers, opts...)
+		all = append(all, newRole("scheduler", string(cfg.Topics.SchedulerTable()), log, func() (*goka.Processor, error) {
+			return s.Processor(cfg.Kafka.Brokers, withStores(opts, stores, cfg.Kafka)...)
 		}))
 		g.Go(func() error { return s.Punctuator().Run(ctx) })
 		g.Go(func() error {
@@ -141,10 +143,11 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Dialer {
+		stores := localstore.New(filepath.Join(cfg.DataDir, "dialer"), log)
 		d, err := dialer.New(dialer.Config{
 			Topics:      cfg.Topics,
 			Provider:    cfg.Provider,
-			Storage:     localstore.Builder(filepath.Join(cfg.DataDir, "dialer"), log),
+			Storage:     stores.Builder(),
 			Clock:       cfg.Clock,
 			CallTimeout: cfg.CallTimeout,
 			Logger:      log.With("role", "dialer"),
@@ -153,8 +156,8 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			return err
 		}
 		run.Dialer = d
-		all = append(all, newRole("dialer", string(cfg.Topics.DialerTable()), filepath.Join(cfg.DataDir, "dialer"), log, func() (*goka.Processor, error) {
-			return d.Processor(cfg.Kafka.Brokers, opts...)
+		all = append(all, newRole("dialer", string(cfg.Topics.DialerTable()), log, func() (*goka.Processor, error) {
+			return d.Processor(cfg.Kafka.Brokers, withStores(opts, stores, cfg.Kafka)...)
 		}))
 	}
 	for _, r := range all {
@@ -197,6 +200,12 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		started(run)
 	}
 	return g.Wait()
+}
+
+// withStores adds to a processor's options a producer that tells its local
+// stores which table writes the changelog acknowledged.
+func withStores(opts []goka.ProcessorOption, stores *localstore.Stores, k topology.Kafka) []goka.ProcessorOption {
+	return append(slices.Clip(opts), goka.WithProducerBuilder(stores.Producer(k.ProducerBuilder)))
 }
 
 func serveHTTP(ctx context.Context, g *errgroup.Group, addr string, h http.Handler, log *slog.Logger) error {

@@ -10,15 +10,12 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
-
-	"github.com/ivrsched/ivrsched/internal/localstore"
 )
 
 // role supervises one processor: it rebuilds and restarts it with backoff
 // when it fails, and logs the recovery of its table partitions.
 type role struct {
 	name, table string
-	dataDir     string // the role's local stores
 	log         *slog.Logger
 	build       func() (*goka.Processor, error)
 	cur         atomic.Pointer[goka.Processor]
@@ -33,8 +30,8 @@ const (
 	healthyRunReset = 2 * time.Minute
 )
 
-func newRole(name, table, dataDir string, log *slog.Logger, build func() (*goka.Processor, error)) *role {
-	return &role{name: name, table: table, dataDir: dataDir, log: log.With("role", name), build: build, ready: make(chan struct{})}
+func newRole(name, table string, log *slog.Logger, build func() (*goka.Processor, error)) *role {
+	return &role{name: name, table: table, log: log.With("role", name), build: build, ready: make(chan struct{})}
 }
 
 // get looks a key up in the current processor's table (owned partitions).
@@ -63,11 +60,6 @@ func (r *role) supervise(ctx context.Context, p *goka.Processor) error {
 			}
 			if err == nil {
 				err = errors.New("processor stopped on its own")
-			}
-			// Goka closed the stores although writes may not have reached
-			// Kafka: do not trust them on the next start.
-			if ierr := localstore.Invalidate(r.dataDir); ierr != nil {
-				r.log.Error("invalidate local state", "err", ierr)
 			}
 		}
 		r.log.Error("processor failed; restarting", "err", err, "backoff", backoff)

@@ -3,6 +3,7 @@ package localstore
 import (
 	"bytes"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"github.com/syndtr/goleveldb/leveldb"
 )
@@ -39,9 +42,73 @@ func newLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func open(t *testing.T, b storage.Builder, topic string, partition int32) storage.Storage {
+// fakeProducer records emits; the test acknowledges them.
+type fakeProducer struct {
+	mu     sync.Mutex
+	emits  []emitted
+	closed bool
+}
+
+type emitted struct {
+	topic, key string
+	value      []byte
+	finish     goka.PromiseFinisher
+}
+
+func (f *fakeProducer) Emit(topic, key string, value []byte) *goka.Promise {
+	return f.EmitWithHeaders(topic, key, value, nil)
+}
+
+func (f *fakeProducer) EmitWithHeaders(topic, key string, value []byte, _ goka.Headers) *goka.Promise {
+	p, fin := goka.NewPromiseWithFinisher()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.emits = append(f.emits, emitted{topic, key, value, fin})
+	return p
+}
+
+func (f *fakeProducer) Close() error { f.closed = true; return nil }
+
+// ack acknowledges emit i as written at partition/offset.
+func (f *fakeProducer) ack(i int, partition int32, offset int64) {
+	f.mu.Lock()
+	e := f.emits[i]
+	f.mu.Unlock()
+	e.finish(&sarama.ProducerMessage{Topic: e.topic, Key: sarama.StringEncoder(e.key), Partition: partition, Offset: offset}, nil)
+}
+
+func (f *fakeProducer) fail(i int) {
+	f.mu.Lock()
+	e := f.emits[i]
+	f.mu.Unlock()
+	e.finish(nil, fmt.Errorf("broker says no"))
+}
+
+// fixture is a Stores with a wrapped fake producer, as a processor has them.
+type fixture struct {
+	stores *Stores
+	build  storage.Builder
+	fake   *fakeProducer
+	prod   goka.Producer
+}
+
+func newFixture(t *testing.T, dir string, log *slog.Logger) *fixture {
 	t.Helper()
-	st, err := b(topic, partition)
+	f := &fixture{stores: New(dir, log), fake: new(fakeProducer)}
+	f.build = f.stores.Builder()
+	prod, err := f.stores.Producer(func([]string, string, func() hash.Hash32) (goka.Producer, error) {
+		return f.fake, nil
+	})(nil, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.prod = prod
+	return f
+}
+
+func (f *fixture) open(t *testing.T, topic string, partition int32) storage.Storage {
+	t.Helper()
+	st, err := f.build(topic, partition)
 	if err != nil {
 		t.Fatalf("builder(%s, %d): %v", topic, partition, err)
 	}
@@ -51,52 +118,102 @@ func open(t *testing.T, b storage.Builder, topic string, partition int32) storag
 	return st
 }
 
-func mustSet(t *testing.T, st storage.Storage, kv map[string]string) {
+// set does what Goka does for ctx.SetValue: the store first, then the
+// changelog. It returns the emit's index for ack.
+func (f *fixture) set(t *testing.T, st storage.Storage, topic, key, value string) int {
 	t.Helper()
-	for k, v := range kv {
-		if err := st.Set(k, []byte(v)); err != nil {
-			t.Fatalf("Set(%s): %v", k, err)
+	if err := st.Set(key, []byte(value)); err != nil {
+		t.Fatalf("Set(%s): %v", key, err)
+	}
+	f.prod.EmitWithHeaders(topic, key, []byte(value), nil)
+	return len(f.fake.emits) - 1
+}
+
+func (f *fixture) del(t *testing.T, st storage.Storage, topic, key string) int {
+	t.Helper()
+	if err := st.Delete(key); err != nil {
+		t.Fatalf("Delete(%s): %v", key, err)
+	}
+	f.prod.EmitWithHeaders(topic, key, nil, nil)
+	return len(f.fake.emits) - 1
+}
+
+// restore does what Goka's recovery does: a write and its offset per record,
+// then MarkRecovered.
+func restore(t *testing.T, st storage.Storage, first int64, kv ...string) {
+	t.Helper()
+	for i := 0; i < len(kv); i += 2 {
+		if err := st.Set(kv[i], []byte(kv[i+1])); err != nil {
+			t.Fatal(err)
 		}
+		if err := st.SetOffset(first + int64(i/2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.MarkRecovered(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func mustGet(t *testing.T, st storage.Storage, key string) []byte {
+// waitOffset waits until the store's writer has written up to offset.
+func waitOffset(t *testing.T, st storage.Storage, offset int64) {
+	t.Helper()
+	s := st.(*store)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.offset < offset {
+		s.wrote.Wait()
+	}
+}
+
+func mustGet(t *testing.T, st storage.Storage, key string) string {
 	t.Helper()
 	v, err := st.Get(key)
 	if err != nil {
 		t.Fatalf("Get(%s): %v", key, err)
 	}
-	return v
+	if v == nil {
+		return "<nil>"
+	}
+	return string(v)
 }
 
-func markerExists(t *testing.T, dir string) bool {
+func mustOffset(t *testing.T, st storage.Storage) int64 {
 	t.Helper()
-	_, err := os.Stat(filepath.Join(dir, MarkerName))
-	if err == nil {
-		return true
-	}
-	if !os.IsNotExist(err) {
-		t.Fatalf("stat marker: %v", err)
-	}
-	return false
-}
-
-func listDir(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
+	off, err := st.GetOffset(-2)
 	if err != nil {
-		t.Fatalf("read dir: %v", err)
+		t.Fatal(err)
 	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
+	return off
+}
+
+func mustClose(t *testing.T, st storage.Storage) {
+	t.Helper()
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
-	return names
+}
+
+func keys(t *testing.T, it storage.Iterator) []string {
+	t.Helper()
+	defer it.Release()
+	var out []string
+	for it.Next() {
+		v, err := it.Value()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(it.Key())+"="+string(v))
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func TestBuilderDoesNotTouchDisk(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	st, err := Builder(dir, newLogger(io.Discard))("table", 0)
+	st, err := New(dir, newLogger(io.Discard)).Builder()("table", 0)
 	if err != nil {
 		t.Fatalf("builder: %v", err)
 	}
@@ -113,80 +230,225 @@ func TestBuilderDoesNotTouchDisk(t *testing.T) {
 	if _, err := st.Get("k"); err == nil {
 		t.Fatal("Get before Open succeeded, want error")
 	}
-	if _, err := Builder(dir, nil)("a/b", 0); err == nil {
+	if _, err := New(dir, nil).Builder()("a/b", 0); err == nil {
 		t.Fatal("builder accepted a topic with a path separator")
 	}
 }
 
-func TestCleanCycle(t *testing.T) {
+// The restored records and the offset Goka reached survive a close, and a
+// second close does nothing.
+func TestRestoreSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	var logs logBuffer
-	b := Builder(dir, newLogger(&logs))
-	pdir := filepath.Join(dir, "table.3")
+	f := newFixture(t, dir, newLogger(&logs))
+	st := f.open(t, "table", 3)
+	if off := mustOffset(t, st); off != -2 {
+		t.Fatalf("new store: GetOffset(-2) = %d, want -2 (restore from the start)", off)
+	}
+	restore(t, st, 40, "a", "1", "b", "2", "c", "3")
+	mustClose(t, st)
+	mustClose(t, st)
 
-	st := open(t, b, "table", 3)
-	if markerExists(t, pdir) {
-		t.Fatal("marker present after first Open")
+	st = f.open(t, "table", 3)
+	defer mustClose(t, st)
+	if off := mustOffset(t, st); off != 42 {
+		t.Errorf("GetOffset = %d after reopen, want 42", off)
 	}
-	kv := map[string]string{"a": "1", "b": "2", "c": "3"}
-	mustSet(t, st, kv)
-	if err := st.Set("gone", []byte("x")); err != nil {
+	if err := st.MarkRecovered(); err != nil { // Goka: nothing left to restore
 		t.Fatal(err)
 	}
-	if err := st.Delete("gone"); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.SetOffset(42); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if !markerExists(t, pdir) {
-		t.Fatal("marker absent after clean Close")
-	}
-	// A second Close must not panic (goka's storage would close a closed
-	// channel) and must not fail.
-	if err := st.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-
-	st = open(t, b, "table", 3)
-	if markerExists(t, pdir) {
-		t.Fatal("marker still present while the store is open")
-	}
-	for k, want := range kv {
-		if got := mustGet(t, st, k); string(got) != want {
-			t.Errorf("Get(%s) = %q, want %q", k, got, want)
-		}
-	}
-	if ok, err := st.Has("gone"); err != nil || ok {
-		t.Errorf("Has(gone) = %v, %v; want false, nil", ok, err)
-	}
-	if off, err := st.GetOffset(-1); err != nil || off != 42 {
-		t.Errorf("GetOffset(-1) = %d, %v; want 42, nil", off, err)
-	}
-	// The iterator skips goka's __offset key.
 	it, err := st.Iterator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
-	for it.Next() {
-		keys = append(keys, string(it.Key()))
-	}
-	if err := it.Err(); err != nil {
-		t.Fatal(err)
-	}
-	it.Release()
-	if want := []string{"a", "b", "c"}; !slices.Equal(keys, want) {
-		t.Errorf("iterated keys %v, want %v", keys, want)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
+	if got, want := keys(t, it), []string{"a=1", "b=2", "c=3"}; !slices.Equal(got, want) {
+		t.Errorf("iterated %v, want %v (without the offset key)", got, want)
 	}
 	if strings.Contains(logs.String(), "level=WARN") {
 		t.Errorf("clean cycle logged a warning:\n%s", logs.String())
+	}
+}
+
+// A callback's write is read back at once but reaches LevelDB only with its
+// acknowledgement, with the offset the changelog gave it.
+func TestWritesReachDiskWhenAcknowledged(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	restore(t, st, 0, "a", "a0", "b", "b0", "c", "c0")
+
+	ea := f.set(t, st, "table", "a", "a1")
+	eb := f.set(t, st, "table", "b", "b1")
+	ec := f.del(t, st, "table", "c")
+	f.set(t, st, "table", "d", "d1") // never acknowledged
+	for k, want := range map[string]string{"a": "a1", "b": "b1", "c": "<nil>", "d": "d1"} {
+		if got := mustGet(t, st, k); got != want {
+			t.Errorf("Get(%s) = %s before any acknowledgement, want %s", k, got, want)
+		}
+	}
+	if ok, err := st.Has("c"); err != nil || ok {
+		t.Errorf("Has(c) = %v, %v after its delete; want false", ok, err)
+	}
+	f.fake.ack(ea, 0, 10)
+	f.fake.ack(eb, 0, 11)
+	f.fake.ack(ec, 0, 12)
+	waitOffset(t, st, 12)
+	if got := mustGet(t, st, "a"); got != "a1" {
+		t.Errorf("Get(a) = %s after its acknowledgement, want a1", got)
+	}
+	mustClose(t, st)
+
+	st = f.open(t, "table", 0)
+	defer mustClose(t, st)
+	if off := mustOffset(t, st); off != 12 {
+		t.Errorf("GetOffset = %d, want 12 (the last acknowledged write)", off)
+	}
+	for k, want := range map[string]string{"a": "a1", "b": "b1", "c": "<nil>", "d": "<nil>"} {
+		if got := mustGet(t, st, k); got != want {
+			t.Errorf("after reopen Get(%s) = %s, want %s", k, got, want)
+		}
+	}
+}
+
+// Two writes of a key in flight: the first acknowledgement writes the first
+// value to disk, reads still see the second.
+func TestSameKeyInFlightTwice(t *testing.T) {
+	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	defer mustClose(t, st)
+	restore(t, st, 0)
+	e1 := f.set(t, st, "table", "k", "v1")
+	e2 := f.set(t, st, "table", "k", "v2")
+	f.fake.ack(e1, 0, 5)
+	waitOffset(t, st, 5)
+	if got := mustGet(t, st, "k"); got != "v2" {
+		t.Fatalf("Get(k) = %s with v2 unacknowledged, want v2", got)
+	}
+	if v, err := st.(*store).db.Get([]byte("k"), nil); err != nil || string(v) != "v1" {
+		t.Fatalf("LevelDB holds %q, %v; want v1 (what the changelog has)", v, err)
+	}
+	f.fake.ack(e2, 0, 6)
+	waitOffset(t, st, 6)
+	if n := len(st.(*store).overlay); n != 0 {
+		t.Errorf("overlay holds %d keys after every write was acknowledged, want 0", n)
+	}
+	if got := mustGet(t, st, "k"); got != "v2" {
+		t.Errorf("Get(k) = %s, want v2", got)
+	}
+}
+
+// Acknowledgements go to the store open when the write was emitted: not to
+// a store of another topic or partition, not to a later store of the same
+// partition, not to a closed one.
+func TestAcknowledgementsReachTheirStore(t *testing.T) {
+	dir := t.TempDir()
+	var logs logBuffer
+	f := newFixture(t, dir, newLogger(&logs))
+	p0 := f.open(t, "table", 0)
+	p1 := f.open(t, "table", 1)
+	restore(t, p0, 0)
+	restore(t, p1, 0)
+
+	e0 := f.set(t, p0, "table", "k0", "v0")
+	e1 := f.set(t, p1, "table", "k1", "v1")
+	other := len(f.fake.emits)
+	f.prod.Emit("calls", "k0", []byte("not a table write"))
+	f.fake.ack(other, 0, 99)
+	f.fake.ack(e1, 1, 7)
+	f.fake.ack(e0, 0, 3)
+	waitOffset(t, p0, 3)
+	waitOffset(t, p1, 7)
+	if off := mustOffset(t, p0); off != 3 {
+		t.Errorf("partition 0 offset %d, want 3 (the calls topic's ack must not count)", off)
+	}
+
+	late := f.set(t, p0, "table", "k0", "late")
+	mustClose(t, p0)
+	p0 = f.open(t, "table", 0)
+	defer mustClose(t, p0)
+	if err := p0.MarkRecovered(); err != nil {
+		t.Fatal(err)
+	}
+	f.fake.ack(late, 0, 4) // emitted by the store closed since
+	if got := mustGet(t, p0, "k0"); got != "v0" {
+		t.Errorf("Get(k0) = %s: the new store took the old one's acknowledgement", got)
+	}
+	mustClose(t, p1)
+	f.fake.ack(len(f.fake.emits)-1, 1, 8) // nothing open: ignored
+	if strings.Contains(logs.String(), "did not make") {
+		t.Errorf("an acknowledgement reached the wrong store:\n%s", logs.String())
+	}
+}
+
+// A failed changelog write never reaches the disk; the read still sees it
+// until the store closes (the processor fails on the error).
+func TestFailedWriteStaysOffDisk(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	restore(t, st, 0, "k", "old")
+	f.fake.fail(f.set(t, st, "table", "k", "new"))
+	mustClose(t, st)
+	st = f.open(t, "table", 0)
+	defer mustClose(t, st)
+	if got := mustGet(t, st, "k"); got != "old" {
+		t.Errorf("Get(k) = %s after a failed changelog write, want old", got)
+	}
+}
+
+func TestUnwrappedProducerIsReported(t *testing.T) {
+	defer func(n int) { maxUnacked = n }(maxUnacked)
+	maxUnacked = 3
+	st := newFixture(t, t.TempDir(), newLogger(io.Discard)).open(t, "table", 0)
+	defer mustClose(t, st)
+	restore(t, st, 0)
+	var err error
+	for i := 0; i < 4 && err == nil; i++ {
+		err = st.Set(fmt.Sprint("k", i), []byte("v"))
+	}
+	if err == nil || !strings.Contains(err.Error(), "Stores.Producer") {
+		t.Fatalf("4 writes never acknowledged, limit 3: err %v, want one naming Stores.Producer", err)
+	}
+}
+
+// The iterator shows LevelDB with the overlay over it, in key order,
+// within the range asked for.
+func TestIteratorMergesOverlay(t *testing.T) {
+	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	defer mustClose(t, st)
+	restore(t, st, 0, "b", "b0", "d", "d0", "f", "f0", "h", "h0")
+	f.set(t, st, "table", "a", "a1") // before all
+	f.set(t, st, "table", "d", "d1") // replaces
+	f.del(t, st, "table", "f")       // hides
+	f.set(t, st, "table", "g", "g1") // between
+	f.del(t, st, "table", "x")       // deletes nothing
+	f.set(t, st, "table", "z", "z1") // after all
+
+	it, err := st.Iterator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a=a1", "b=b0", "d=d1", "g=g1", "h=h0", "z=z1"}
+	if got := keys(t, it); !slices.Equal(got, want) {
+		t.Errorf("iterated %v, want %v", got, want)
+	}
+	it, err = st.IteratorWithRange([]byte("b"), []byte("h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(t, it), []string{"b=b0", "d=d1", "g=g1"}; !slices.Equal(got, want) {
+		t.Errorf("range [b, h): %v, want %v", got, want)
+	}
+	it, err = st.Iterator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.Seek([]byte("e")) {
+		t.Fatal("Seek(e) found nothing")
+	}
+	if got, want := keys(t, it), []string{"g=g1", "h=h0", "z=z1"}; !slices.Equal(got, want) {
+		t.Errorf("after Seek(e): %v, want %v", got, want)
 	}
 }
 
@@ -195,32 +457,20 @@ const (
 	crashReady  = "localstore-crash-helper: wrote state, killing myself"
 )
 
-// TestCrashHelper runs only as the child process of TestCrashWipesState: it
-// opens the store, writes, and kills itself with SIGKILL without closing.
+// TestCrashHelper runs only as the child process of TestKillKeepsAcknowledged:
+// it restores, writes (one write acknowledged, one not) and kills itself with
+// SIGKILL without closing.
 func TestCrashHelper(t *testing.T) {
 	dir := os.Getenv(crashDirEnv)
 	if dir == "" {
-		t.Skip("helper process for TestCrashWipesState")
+		t.Skip("helper process for TestKillKeepsAcknowledged")
 	}
-	st, err := Builder(dir, newLogger(os.Stderr))("table", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Open(); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"a", "b", "c"} {
-		if err := st.Set(k, []byte("v-"+k)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.SetOffset(7); err != nil {
-		t.Fatal(err)
-	}
-	// Persist the offset to LevelDB as goka does after recovery.
-	if err := st.MarkRecovered(); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, dir, newLogger(os.Stderr))
+	st := f.open(t, "table", 0)
+	restore(t, st, 0, "a", "a0", "b", "b0", "c", "c0")
+	f.fake.ack(f.set(t, st, "table", "a", "a1"), 0, 3)
+	f.set(t, st, "table", "b", "b1") // the changelog never acknowledged it
+	waitOffset(t, st, 3)
 	if _, err := os.Stdout.WriteString(crashReady + "\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -234,10 +484,10 @@ func TestCrashHelper(t *testing.T) {
 	select {} // wait for the signal; never returns
 }
 
-func TestCrashWipesState(t *testing.T) {
+// After a kill -9 the store holds exactly what the changelog acknowledged,
+// and Goka restores only the tail after its offset.
+func TestKillKeepsAcknowledged(t *testing.T) {
 	dir := t.TempDir()
-	pdir := filepath.Join(dir, "table.0")
-
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
 	var stdout, stderr bytes.Buffer
@@ -251,66 +501,86 @@ func TestCrashWipesState(t *testing.T) {
 	}
 	t.Logf("helper terminated: %v", cmd.ProcessState)
 
-	if markerExists(t, pdir) {
-		t.Fatal("marker present after crash")
+	var logs logBuffer
+	st := newFixture(t, dir, newLogger(&logs)).open(t, "table", 0)
+	defer mustClose(t, st)
+	if off := mustOffset(t, st); off != 3 {
+		t.Errorf("GetOffset = %d after the kill, want 3 (restore the tail after it)", off)
 	}
+	for k, want := range map[string]string{"a": "a1", "b": "b0", "c": "c0"} {
+		if got := mustGet(t, st, k); got != want {
+			t.Errorf("Get(%s) = %s after the kill, want %s", k, got, want)
+		}
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("reopening after a kill warned:\n%s", logs.String())
+	}
+}
 
-	// Show that the killed process's writes did reach the disk, so plain goka
-	// LevelDB storage would trust them: open a copy without our wrapper.
-	cp := filepath.Join(t.TempDir(), "copy")
-	if err := os.CopyFS(cp, os.DirFS(pdir)); err != nil {
-		t.Fatalf("copy: %v", err)
-	}
-	db, err := leveldb.OpenFile(cp, nil)
+// A store an older version wrote (values, no offset key) is wiped.
+func TestOlderStoreIsWiped(t *testing.T) {
+	dir := t.TempDir()
+	db, err := leveldb.OpenFile(filepath.Join(dir, "table.0"), nil)
 	if err != nil {
-		t.Fatalf("open copy: %v", err)
-	}
-	plain, _ := storage.New(db)
-	if got := mustGet(t, plain, "a"); string(got) != "v-a" {
-		t.Fatalf("plain goka storage: Get(a) = %q, want %q (the crash test would prove nothing)", got, "v-a")
-	}
-	if off, err := plain.GetOffset(-2); err != nil || off != 7 {
-		t.Fatalf("plain goka storage: GetOffset = %d, %v; want 7", off, err)
-	}
-	if err := plain.Close(); err != nil {
 		t.Fatal(err)
 	}
-
+	for k, v := range map[string]string{"__offset": "17", "k": "v"} {
+		if err := db.Put([]byte(k), []byte(v), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	var logs logBuffer
-	st := open(t, Builder(dir, newLogger(&logs)), "table", 0)
-	defer func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("Close: %v", err)
+	st := newFixture(t, dir, newLogger(&logs)).open(t, "table", 0)
+	defer mustClose(t, st)
+	if got := mustGet(t, st, "k"); got != "<nil>" {
+		t.Errorf("Get(k) = %s, want it wiped", got)
+	}
+	if off := mustOffset(t, st); off != -2 {
+		t.Errorf("GetOffset = %d, want -2 (restore from the start)", off)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "older version") || !strings.Contains(l, "partition=0") {
+		t.Errorf("no warning naming the partition:\n%s", l)
+	}
+}
+
+// A store whose LevelDB cannot be opened as it is is wiped.
+func TestCorruptStoreIsWiped(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	restore(t, st, 0, "k", "v")
+	mustClose(t, st)
+	manifests, err := filepath.Glob(filepath.Join(dir, "table.0", "MANIFEST-*"))
+	if err != nil || len(manifests) == 0 {
+		t.Fatalf("no manifest (%v)", err)
+	}
+	for _, m := range manifests {
+		if err := os.WriteFile(m, []byte("garbage, not a manifest"), 0o644); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	for _, k := range []string{"a", "b", "c"} {
-		if v := mustGet(t, st, k); v != nil {
-			t.Errorf("Get(%s) = %q after crash, want nil (state wiped)", k, v)
-		}
 	}
-	if off, err := st.GetOffset(-2); err != nil || off != -2 {
-		t.Errorf("GetOffset(-2) = %d, %v after crash; want -2 (restore from changelog)", off, err)
+	var logs logBuffer
+	st = newFixture(t, dir, newLogger(&logs)).open(t, "table", 0)
+	defer mustClose(t, st)
+	if got := mustGet(t, st, "k"); got != "<nil>" {
+		t.Errorf("Get(k) = %s, want it wiped", got)
 	}
-	l := logs.String()
-	if !strings.Contains(l, "level=WARN") || !strings.Contains(l, "not closed cleanly, restoring from changelog") ||
-		!strings.Contains(l, "topic=table") || !strings.Contains(l, "partition=0") {
-		t.Errorf("missing warning with topic and partition, logs:\n%s", l)
-	}
-	if markerExists(t, pdir) {
-		t.Error("marker present while open")
+	if !strings.Contains(logs.String(), "corrupt") {
+		t.Errorf("no warning about the corrupt store:\n%s", logs.String())
 	}
 }
 
 func TestSecondOpenIsLocked(t *testing.T) {
 	dir := t.TempDir()
-	b := Builder(dir, newLogger(io.Discard))
+	f := newFixture(t, dir, newLogger(io.Discard))
 	pdir := filepath.Join(dir, "table.1")
+	first := f.open(t, "table", 1)
+	restore(t, first, 0, "k", "v")
 
-	first := open(t, b, "table", 1)
-	mustSet(t, first, map[string]string{"k": "v"})
-	before := listDir(t, pdir)
-
-	second, err := b("table", 1)
+	second, err := f.build("table", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,206 +590,99 @@ func TestSecondOpenIsLocked(t *testing.T) {
 		t.Fatal("second Open of a locked directory succeeded")
 	}
 	t.Logf("second Open: %v", err)
-	if !strings.Contains(err.Error(), pdir) {
-		t.Errorf("error %q does not name the directory %s", err, pdir)
+	if !strings.Contains(err.Error(), pdir) || !strings.Contains(err.Error(), "locked") {
+		t.Errorf("error %q does not say that %s is locked", err, pdir)
 	}
-	if !strings.Contains(err.Error(), "locked") {
-		t.Errorf("error %q does not say the directory is locked", err)
-	}
-	// goka calls Close after a failed Open: it must not mark the other
-	// process's live state as clean.
+	// goka calls Close after a failed Open: a no-op, and the live store
+	// still gets its acknowledgements.
 	if err := second.Close(); err != nil {
 		t.Errorf("Close after failed Open: %v", err)
 	}
-	if markerExists(t, pdir) {
-		t.Fatal("failed Open + Close wrote the clean marker into a directory in use")
-	}
-	// The failed Open must not have wiped the live store.
-	if after := listDir(t, pdir); !slices.Equal(before, after) {
-		t.Errorf("directory changed by failed Open: before %v, after %v", before, after)
-	}
-
-	if err := first.Close(); err != nil {
+	if err := first.MarkRecovered(); err != nil {
 		t.Fatal(err)
 	}
-	st := open(t, b, "table", 1)
-	if got := mustGet(t, st, "k"); string(got) != "v" {
-		t.Errorf("Get(k) = %q after reopen, want v", got)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
+	f.fake.ack(f.set(t, first, "table", "k", "v2"), 1, 5)
+	waitOffset(t, first, 5)
+	mustClose(t, first)
+	st := f.open(t, "table", 1)
+	defer mustClose(t, st)
+	if got := mustGet(t, st, "k"); got != "v2" {
+		t.Errorf("Get(k) = %s after reopen, want v2", got)
 	}
 }
 
 func TestSeparateDirectories(t *testing.T) {
 	dir := t.TempDir()
-	b := Builder(dir, newLogger(io.Discard))
+	f := newFixture(t, dir, newLogger(io.Discard))
 	type tp struct {
 		topic     string
 		partition int32
 	}
 	parts := []tp{{"t1", 0}, {"t1", 1}, {"t2", 0}}
-
-	// All open at once: each has its own lock.
 	stores := make([]storage.Storage, len(parts))
 	for i, p := range parts {
-		stores[i] = open(t, b, p.topic, p.partition)
-		mustSet(t, stores[i], map[string]string{"k": p.topic + "/" + string(rune('0'+p.partition))})
-		if err := stores[i].SetOffset(int64(100 + i)); err != nil {
-			t.Fatal(err)
-		}
+		stores[i] = f.open(t, p.topic, p.partition)
+		restore(t, stores[i], int64(100+i), "k", fmt.Sprint(p))
 	}
 	for _, st := range stores {
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
+		mustClose(t, st)
 	}
-
-	want := []string{"t1.0", "t1.1", "t2.0"}
-	if got := listDir(t, dir); !slices.Equal(got, want) {
-		t.Fatalf("directories %v, want %v", got, want)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"t1.0", "t1.1", "t2.0"}; !slices.Equal(names, want) {
+		t.Fatalf("directories %v, want %v", names, want)
 	}
 	for i, p := range parts {
-		if !markerExists(t, filepath.Join(dir, want[i])) {
-			t.Errorf("%s: no marker after Close", want[i])
+		st := f.open(t, p.topic, p.partition)
+		if got := mustGet(t, st, "k"); got != fmt.Sprint(p) {
+			t.Errorf("%v: Get(k) = %s", p, got)
 		}
-		st := open(t, b, p.topic, p.partition)
-		wantV := p.topic + "/" + string(rune('0'+p.partition))
-		if got := mustGet(t, st, "k"); string(got) != wantV {
-			t.Errorf("%s: Get(k) = %q, want %q", want[i], got, wantV)
+		if off := mustOffset(t, st); off != int64(100+i) {
+			t.Errorf("%v: GetOffset = %d, want %d", p, off, 100+i)
 		}
-		if off, err := st.GetOffset(-1); err != nil || off != int64(100+i) {
-			t.Errorf("%s: GetOffset = %d, %v; want %d", want[i], off, err, 100+i)
-		}
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
+		mustClose(t, st)
 	}
 }
 
-func TestInvalidateRemovesMarkers(t *testing.T) {
+// Restored records are written restoreBatch at a time with the offset
+// reached, and reads during the restore see them.
+func TestRestoredWritesAreBatchedAndSeen(t *testing.T) {
 	dir := t.TempDir()
-	b := Builder(dir, nil)
-	for _, part := range []int32{0, 1} {
-		st, err := b("tbl", part)
-		if err != nil {
+	f := newFixture(t, dir, newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	n := restoreBatch + 10
+	for i := range n {
+		if err := st.Set(fmt.Sprint("k", i), []byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Open(); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Set("k", []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Close(); err != nil {
+		if err := st.SetOffset(int64(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := Invalidate(dir); err != nil {
-		t.Fatal(err)
+	s := st.(*store)
+	if got := s.batch.Len(); got != 10 {
+		t.Errorf("batch holds %d records after %d, want 10 (one batch written)", got, n)
 	}
-	st, err := b("tbl", 1)
-	if err != nil {
-		t.Fatal(err)
+	off, _, err := readOffset(s.db)
+	if err != nil || off != restoreBatch-2 {
+		t.Errorf("LevelDB offset %d, %v after the first batch; want %d (at most the records written)", off, err, restoreBatch-2)
 	}
-	if err := st.Open(); err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if v, err := st.Get("k"); err != nil || v != nil {
-		t.Fatalf("after Invalidate the store must restore from the changelog, got %q %v", v, err)
-	}
-}
-
-// After recovery the offset lives in memory and reaches disk on Close.
-func TestOffsetAfterRecoveryIsWrittenOnClose(t *testing.T) {
-	dir := t.TempDir()
-	b := Builder(dir, nil)
-	st, err := b("tbl", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Open(); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.SetOffset(10); err != nil {
-		t.Fatal(err)
+	if got := mustGet(t, st, fmt.Sprint("k", n-1)); got != fmt.Sprint(n-1) {
+		t.Errorf("read during restore: %s", got)
 	}
 	if err := st.MarkRecovered(); err != nil {
 		t.Fatal(err)
 	}
-	for _, off := range []int64{11, 12, 100} {
-		if err := st.SetOffset(off); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got, _ := st.GetOffset(-1); got != 100 {
-		t.Fatalf("offset while open %d, want 100", got)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	st, err = b("tbl", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Open(); err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if got, _ := st.GetOffset(-1); got != 100 {
-		t.Fatalf("offset after a clean close %d, want 100", got)
-	}
-}
-
-// Restored records are written in batches; every read, MarkRecovered and a
-// clean Close see all of them, the partial last batch included.
-func TestRestoredWritesAreBatchedAndSeen(t *testing.T) {
-	dir := t.TempDir()
-	b := Builder(dir, nil)
-	st := open(t, b, "tbl", 0)
-	n := restoreBatch*2 + 7
-	for i := range n {
-		if err := st.Set(fmt.Sprintf("k%05d", i), []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.Delete("k00003"); err != nil {
-		t.Fatal(err)
-	}
-	if v := mustGet(t, st, fmt.Sprintf("k%05d", n-1)); string(v) != "v" {
-		t.Fatalf("last restored record before MarkRecovered: %q", v)
-	}
-	if v, _ := st.Get("k00003"); v != nil {
-		t.Fatal("a restored delete is not seen")
-	}
-	if err := st.Set("tail", []byte("t")); err != nil { // left in the batch
-		t.Fatal(err)
-	}
-	count := func(st storage.Storage) int {
-		it, err := st.Iterator()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer it.Release()
-		c := 0
-		for it.Next() {
-			c++
-		}
-		return c
-	}
-	if got := count(st); got != n { // n-1 records, the deleted one gone, plus tail
-		t.Fatalf("iterator sees %d records, want %d", got, n)
-	}
-	if err := st.Set("tail2", []byte("t")); err != nil { // left in the batch at Close
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	st = open(t, b, "tbl", 0)
-	defer st.Close()
-	if got := count(st); got != n+1 {
-		t.Fatalf("after a clean close %d records, want %d", got, n+1)
+	mustClose(t, st)
+	st = f.open(t, "table", 0)
+	defer mustClose(t, st)
+	if off := mustOffset(t, st); off != int64(n-1) {
+		t.Errorf("GetOffset = %d, want %d", off, n-1)
 	}
 }

@@ -1,0 +1,96 @@
+package localstore
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/syndtr/goleveldb/leveldb/iterator"
+)
+
+type kv struct {
+	k string
+	v []byte // nil: deleted
+}
+
+// mergedIterator iterates over a LevelDB snapshot with the overlay's
+// snapshot laid over it, in key order: an overlay value replaces LevelDB's,
+// an overlay delete hides it. It skips the offset key.
+type mergedIterator struct {
+	db   iterator.Iterator
+	over []kv // sorted by key
+	oi   int  // next overlay entry
+
+	dbValid bool // db is at an element not returned yet
+	dbStale bool // db is at the element returned last (or not started)
+	started bool
+
+	key   []byte
+	value []byte
+}
+
+func (m *mergedIterator) sortOverlay() {
+	slices.SortFunc(m.over, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+}
+
+func (m *mergedIterator) advanceDB() {
+	m.dbValid = m.db.Next()
+	if m.dbValid && string(m.db.Key()) == OffsetKey {
+		m.dbValid = m.db.Next()
+	}
+}
+
+// Next moves to the next key of the merged view.
+func (m *mergedIterator) Next() bool {
+	if !m.started || m.dbStale {
+		m.started, m.dbStale = true, false
+		m.advanceDB()
+	}
+	for {
+		haveOver := m.oi < len(m.over)
+		if !m.dbValid && !haveOver {
+			m.key, m.value = nil, nil
+			return false
+		}
+		fromOver := haveOver
+		if m.dbValid && haveOver {
+			c := strings.Compare(string(m.db.Key()), m.over[m.oi].k)
+			if c == 0 {
+				m.advanceDB() // replaced or hidden by the overlay
+			}
+			fromOver = c >= 0
+		}
+		if !fromOver {
+			m.key, m.value = m.db.Key(), m.db.Value()
+			m.dbStale = true
+			return true
+		}
+		e := m.over[m.oi]
+		m.oi++
+		if e.v == nil {
+			continue
+		}
+		m.key, m.value = []byte(e.k), e.v
+		return true
+	}
+}
+
+func (m *mergedIterator) Err() error { return m.db.Error() }
+
+func (m *mergedIterator) Key() []byte { return m.key }
+
+func (m *mergedIterator) Value() ([]byte, error) { return m.value, nil }
+
+func (m *mergedIterator) Release() { m.db.Release() }
+
+// Seek moves the iterator before the first key at or after key: the next
+// Next returns it. It reports whether the view may hold such a key (a
+// deleted overlay key can make it true and Next false).
+func (m *mergedIterator) Seek(key []byte) bool {
+	m.started, m.dbStale = true, false
+	m.dbValid = m.db.Seek(key)
+	if m.dbValid && string(m.db.Key()) == OffsetKey {
+		m.dbValid = m.db.Next()
+	}
+	m.oi, _ = slices.BinarySearchFunc(m.over, string(key), func(e kv, k string) int { return strings.Compare(e.k, k) })
+	return m.dbValid || m.oi < len(m.over)
+}
