@@ -3,6 +3,10 @@ package harness
 import (
 	"context"
 	"math/rand/v2"
+	"net/http/httptest"
+	"net/http/pprof"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,5 +102,26 @@ func TestWatcherMeasuresPlacements(t *testing.T) {
 	}
 	if pl := ph.Placed; pl == nil || pl.Fired != 1 || pl.Missing != 1 || pl.Duplicates != 1 || pl.MaxMs != 5 {
 		t.Fatalf("placed %+v", ph.Placed)
+	}
+}
+
+// LiveHeap reads the heap a Go process keeps, from its pprof handler.
+func TestLiveHeap(t *testing.T) {
+	srv := httptest.NewServer(pprof.Handler("heap"))
+	defer srv.Close()
+	keep := make([]byte, 64<<20) // 64 MiB live while measured
+	got, err := LiveHeap(context.Background(), srv.URL+"?gc=1&debug=1")
+	runtime.KeepAlive(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < 64<<20 || got > 128<<20 {
+		t.Errorf("live heap %d B with 64 MiB kept, want 64 to 128 MiB", got)
+	}
+	if _, err := parseHeapAlloc(strings.NewReader("heap profile: 0: 0 [0: 0] @ heap/1048576\n")); err == nil {
+		t.Error("a profile without HeapAlloc parsed")
+	}
+	if _, err := LiveHeap(context.Background(), srv.URL+"?gc=1"); err == nil {
+		t.Error("no error for a profile not in text form")
 	}
 }

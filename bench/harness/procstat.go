@@ -2,7 +2,11 @@ package harness
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,4 +74,41 @@ func DirSize(dir, suffix string) int64 {
 		return nil
 	})
 	return n
+}
+
+// LiveHeap reads HeapAlloc from a Go process's heap profile in text form
+// (net/http/pprof's /debug/pprof/heap?gc=1&debug=1: the runtime collects
+// garbage before it writes the statistics), so it is the live heap.
+func LiveHeap(ctx context.Context, url string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, fmt.Errorf("heap profile: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	return parseHeapAlloc(resp.Body)
+}
+
+func parseHeapAlloc(r io.Reader) (int64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("heap profile: HeapAlloc %q: %w", v, err)
+			}
+			return n, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("heap profile: %w", err)
+	}
+	return 0, errors.New("heap profile: no HeapAlloc line")
 }

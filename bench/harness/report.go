@@ -161,11 +161,11 @@ func ScaleMarkdown(w io.Writer, ss []ScaleResult) {
 	if len(ss) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\n| system | pending | ingest /s | applied /s | RSS MB | RSS B / pending | local disk MB | broker MB | steady p50 / p99 / max ms with them pending | early | kill -9: first fire after restart s / lost / dups | placed: steady p99 ms / kill -9 first s, lost, dups |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| system | pending | ingest /s | applied /s | RSS MB | RSS B / pending | live heap MB | live heap B / pending | local disk MB | broker MB | steady p50 / p99 / max ms with them pending | early | kill -9: first fire after restart s / lost / dups | placed: steady p99 ms / kill -9 first s, lost, dups |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range ss {
 		if s.Error != "" {
-			fmt.Fprintf(w, "| %s | %d | error: %s ||||||||||\n", s.System, s.Pending, strings.ReplaceAll(s.Error, "|", "/"))
+			fmt.Fprintf(w, "| %s | %d | error: %s ||||||||||||\n", s.System, s.Pending, strings.ReplaceAll(s.Error, "|", "/"))
 			continue
 		}
 		st := s.Steady
@@ -173,8 +173,9 @@ func ScaleMarkdown(w io.Writer, ss []ScaleResult) {
 		if st.Placed != nil {
 			placed = fmt.Sprintf("%.0f / %.1f, %d, %d", st.Placed.P99Ms, s.RestartPlacedFirstSec, s.RestartPlacedLost, s.RestartPlacedDups)
 		}
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f / %.0f / %.0f | %d | %.1f / %d / %d | %s |\n",
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f / %.0f / %.0f | %d | %.1f / %d / %d | %s |\n",
 			s.System, s.Pending, s.IngestPerSec, s.AppliedPerSec, float64(s.RSSBytes)/(1<<20), s.RSSPerPending,
+			float64(s.LiveHeapBytes)/(1<<20), s.LiveHeapPerPending,
 			float64(s.DiskBytes)/(1<<20), float64(s.BrokerBytes)/(1<<20), st.P50Ms, st.P99Ms, st.MaxMs, st.Early,
 			s.RestartFirstSec, s.RestartLost, s.RestartDups, placed)
 	}

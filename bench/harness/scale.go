@@ -15,22 +15,28 @@ type Scalable interface {
 	Applied(ctx context.Context) error
 	// DiskBytes is the size of the system's own local state.
 	DiskBytes() int64
+	// LiveHeapBytes is what the system's heap holds after a garbage
+	// collection.
+	LiveHeapBytes(ctx context.Context) (int64, error)
 }
 
 // ScaleResult is a system's footprint and behaviour with many follow-ups pending.
 type ScaleResult struct {
-	System          string  `json:"system"`
-	Pending         int     `json:"pending"`
-	IngestPerSec    float64 `json:"ingest_per_sec"`  // accepted by the broker
-	AppliedPerSec   float64 `json:"applied_per_sec"` // taken into the system's state
-	RSSBytes        int64   `json:"rss_bytes"`
-	RSSPerPending   float64 `json:"rss_bytes_per_pending"`
-	DiskBytes       int64   `json:"local_disk_bytes"`
-	BrokerBytes     int64   `json:"broker_bytes"`
-	Steady          *Phase  `json:"steady_with_pending,omitempty"`
-	RestartFirstSec float64 `json:"kill9_first_fire_after_restart_seconds"`
-	RestartLost     int     `json:"kill9_lost"`
-	RestartDups     int     `json:"kill9_duplicates"`
+	System        string  `json:"system"`
+	Pending       int     `json:"pending"`
+	IngestPerSec  float64 `json:"ingest_per_sec"`  // accepted by the broker
+	AppliedPerSec float64 `json:"applied_per_sec"` // taken into the system's state
+	RSSBytes      int64   `json:"rss_bytes"`
+	RSSPerPending float64 `json:"rss_bytes_per_pending"`
+	// The heap after a garbage collection, with everything pending.
+	LiveHeapBytes      int64   `json:"live_heap_bytes"`
+	LiveHeapPerPending float64 `json:"live_heap_bytes_per_pending"`
+	DiskBytes          int64   `json:"local_disk_bytes"`
+	BrokerBytes        int64   `json:"broker_bytes"`
+	Steady             *Phase  `json:"steady_with_pending,omitempty"`
+	RestartFirstSec    float64 `json:"kill9_first_fire_after_restart_seconds"`
+	RestartLost        int     `json:"kill9_lost"`
+	RestartDups        int     `json:"kill9_duplicates"`
 	// Of a Placer: the placements after the restart.
 	RestartPlacedFirstSec float64 `json:"kill9_first_placed_after_restart_seconds,omitempty"`
 	RestartPlacedLost     int     `json:"kill9_placed_lost,omitempty"`
@@ -80,13 +86,17 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 		res.RSSBytes += RSS(pid)
 	}
 	res.RSSPerPending = float64(res.RSSBytes) / float64(pending)
+	if res.LiveHeapBytes, err = s.LiveHeapBytes(ctx); err != nil {
+		return fail(fmt.Errorf("live heap: %w", err))
+	}
+	res.LiveHeapPerPending = float64(res.LiveHeapBytes) / float64(pending)
 	res.DiskBytes = s.DiskBytes()
 	after, err := counters(ctx, b)
 	if err != nil {
 		return fail(err)
 	}
 	res.BrokerBytes = after.Sub(before).Bytes
-	log.Info("pending applied", "rss_mb", res.RSSBytes>>20, "disk_mb", res.DiskBytes>>20, "applied_per_s", int(res.AppliedPerSec))
+	log.Info("pending applied", "rss_mb", res.RSSBytes>>20, "live_heap_mb", res.LiveHeapBytes>>20, "disk_mb", res.DiskBytes>>20, "applied_per_s", int(res.AppliedPerSec))
 
 	steady, err := runPhase(ctx, Subject{System: s, Backend: b}, obs, w, tasks(rng, "ps", w, w.Window), log)
 	if err != nil {

@@ -46,6 +46,7 @@ type System struct {
 	topics topology.Topics
 	broker string // what clients use
 	data   string
+	web    string // the web UI of `ivrsched run` (pprof included)
 
 	mu    sync.Mutex
 	procs []*proc // scheduler first
@@ -85,10 +86,15 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 			"--data-dir", filepath.Join(s.data, role), "--log-level", "warn", "--instance-id", s.name + "-" + role, "--session-timeout", "6s"}
 		return append(args, s.extra...)
 	}
+	if s.mode != Processes {
+		if s.web, err = freeAddr(); err != nil {
+			return err
+		}
+	}
 	switch s.mode {
 	case OneProcess:
 		s.broker = env.KafkaBrokers
-		s.procs = []*proc{{args: append([]string{"run", "--brokers", s.broker, "--http", ""}, common("run")...)}}
+		s.procs = []*proc{{args: append([]string{"run", "--brokers", s.broker, "--http", s.web}, common("run")...)}}
 	case Processes:
 		s.broker = env.KafkaBrokers
 		s.procs = []*proc{
@@ -101,7 +107,7 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 			return err
 		}
 		s.broker = addr
-		s.procs = []*proc{{args: append([]string{"run", "--embedded-addr", addr, "--http", ""}, common("run")...)}}
+		s.procs = []*proc{{args: append([]string{"run", "--embedded-addr", addr, "--http", s.web}, common("run")...)}}
 	}
 	for _, p := range s.procs {
 		if err := s.launch(p); err != nil {
@@ -347,6 +353,15 @@ func (s *System) Applied(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// LiveHeapBytes is the heap `ivrsched run` keeps after a garbage
+// collection, read from its runtime statistics on the web UI.
+func (s *System) LiveHeapBytes(ctx context.Context) (int64, error) {
+	if s.web == "" {
+		return 0, errors.New("no web UI to read the heap from")
+	}
+	return harness.LiveHeap(ctx, "http://"+s.web+"/debug/pprof/heap?gc=1&debug=1")
 }
 
 // DiskBytes is the size of the local stores (and of the embedded broker's log).
