@@ -25,6 +25,11 @@ type Kafka struct {
 	// FlushFrequency is how long the producer may hold a message to batch it.
 	// It bounds the latency of each hop.
 	FlushFrequency time.Duration
+	// FetchWait is how long the broker may hold a consumer's fetch until
+	// 32 KiB are there to return: under load fetches return fuller, for
+	// fewer broker requests; idle, each hop waits up to FetchWait more.
+	// 0 returns a fetch as soon as anything is there.
+	FetchWait time.Duration
 	// DialTimeout bounds connecting to a broker.
 	DialTimeout time.Duration
 	// InstanceID, if set, makes this process a static member of its consumer
@@ -50,6 +55,8 @@ func (k Kafka) Validate() error {
 		return fmt.Errorf("%w: replication %d (want >= 1)", ErrConfig, k.Replication)
 	case k.FlushFrequency < 0:
 		return fmt.Errorf("%w: flush frequency %v (want >= 0)", ErrConfig, k.FlushFrequency)
+	case k.FetchWait != 0 && (k.FetchWait < time.Millisecond || k.FetchWait > time.Second):
+		return fmt.Errorf("%w: fetch wait %v (want 0 or 1ms to 1s)", ErrConfig, k.FetchWait)
 	case k.SessionTimeout != 0 && (k.SessionTimeout < time.Second || k.SessionTimeout > 5*time.Minute):
 		return fmt.Errorf("%w: session timeout %v (want 1s to 5m)", ErrConfig, k.SessionTimeout)
 	}
@@ -87,6 +94,10 @@ func (k Kafka) Sarama() *sarama.Config {
 	}
 	c.Consumer.Return.Errors = true
 	c.Consumer.MaxProcessingTime = time.Second
+	if k.FetchWait > 0 {
+		c.Consumer.Fetch.Min = 32 << 10
+		c.Consumer.MaxWaitTime = k.FetchWait
+	}
 	// Commands produced before the first start must not be lost.
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{goka.CopartitioningStrategy}
@@ -103,6 +114,12 @@ func (k Kafka) Sarama() *sarama.Config {
 	c.Producer.Return.Successes = true
 	c.Producer.Return.Errors = true
 	c.Producer.Retry.Max = 10
+	// One produce request in flight per broker: under load the next batch
+	// grows while the previous one is acknowledged (fewer, larger requests
+	// for the broker), while an idle producer still sends after
+	// FlushFrequency. It also keeps a partition's records in order across
+	// retries.
+	c.Net.MaxOpenRequests = 1
 	c.Producer.Partitioner = sarama.NewCustomHashPartitioner(Murmur2())
 	return c
 }

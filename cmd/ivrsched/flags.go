@@ -64,6 +64,7 @@ type kafkaFlags struct {
 	replication int
 	timeout     time.Duration
 	flush       time.Duration
+	fetchWait   time.Duration
 	logLevel    string
 }
 
@@ -76,6 +77,7 @@ func (k *kafkaFlags) register(fs *flag.FlagSet, brokersDefault string) {
 	fs.IntVar(&k.replication, "replication", 1, "replication factor of the topics ivrsched creates")
 	fs.DurationVar(&k.timeout, "timeout", 10*time.Second, "how long to try to reach the brokers")
 	fs.DurationVar(&k.flush, "flush", time.Millisecond, "producer flush frequency: the most a message waits to be batched")
+	fs.DurationVar(&k.fetchWait, "fetch-wait", time.Millisecond, "how long the broker may hold a fetch to fill it (32 KiB): larger batches under load for up to this much more latency per hop; 0 answers at once")
 	fs.StringVar(&k.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 
@@ -102,9 +104,11 @@ func (k *kafkaFlags) kafka(clientID string) (topology.Kafka, error) {
 		return topology.Kafka{}, badFlag("timeout", "%v; want a positive duration like 10s", k.timeout)
 	case k.flush < 0:
 		return topology.Kafka{}, badFlag("flush", "%v; want a duration >= 0 like 1ms", k.flush)
+	case k.fetchWait != 0 && (k.fetchWait < time.Millisecond || k.fetchWait > time.Second):
+		return topology.Kafka{}, badFlag("fetch-wait", "%v; want 0 or 1ms to 1s", k.fetchWait)
 	}
 	return topology.Kafka{Brokers: brokers, ClientID: clientID, Partitions: k.partitions, Replication: k.replication,
-		FlushFrequency: k.flush, DialTimeout: k.timeout}, nil
+		FlushFrequency: k.flush, FetchWait: k.fetchWait, DialTimeout: k.timeout}, nil
 }
 
 func (k *kafkaFlags) logger() (*slog.Logger, error) {

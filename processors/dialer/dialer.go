@@ -55,6 +55,9 @@ func (p LogProvider) Place(_ context.Context, c *pb.IVRCall) (Result, error) {
 	if l == nil {
 		l = slog.Default()
 	}
+	if !l.Enabled(context.Background(), slog.LevelInfo) {
+		return Result{Outcome: pb.Outcome_OUTCOME_PLACED}, nil // skip building the record
+	}
 	l.Info("call placed (log provider)", "call_id", c.GetCallId(), "user", c.GetUserId(), "task", c.GetTaskId(),
 		"phone", c.GetPhone(), "script", c.GetAction().GetIvrScript(), "due_at", c.GetDueAt().AsTime(),
 		"lateness", c.GetFiredAt().AsTime().Sub(c.GetDueAt().AsTime()))
