@@ -39,7 +39,8 @@ type Config struct {
 	Kafka  topology.Kafka
 	Topics topology.Topics
 	// DataDir holds each role's local table stores (LevelDB), one folder per
-	// role. A store not closed cleanly is wiped and restored from Kafka.
+	// role. A store holds only what the changelog acknowledged, so after a
+	// crash only the changelog written since is restored.
 	DataDir string
 	// HTTP is the web UI's listen address; empty means no web UI.
 	HTTP string
