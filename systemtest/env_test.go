@@ -9,7 +9,6 @@ package systemtest
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -373,16 +372,6 @@ func spread(n, tasksPer int, from time.Time, over time.Duration) map[string]map[
 		plan[user][fmt.Sprintf("task-%d", i/n)] = due
 	}
 	return plan
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // roleArgs are the flags every ivrsched process of a test shares.

@@ -21,8 +21,7 @@ type mergedIterator struct {
 	oi   int  // next overlay entry
 
 	dbValid bool // db is at an element not returned yet
-	dbStale bool // db is at the element returned last (or not started)
-	started bool
+	dbStale bool // db must move on first: it is at the element returned last, or not started
 
 	key   []byte
 	value []byte
@@ -41,8 +40,8 @@ func (m *mergedIterator) advanceDB() {
 
 // Next moves to the next key of the merged view.
 func (m *mergedIterator) Next() bool {
-	if !m.started || m.dbStale {
-		m.started, m.dbStale = true, false
+	if m.dbStale {
+		m.dbStale = false
 		m.advanceDB()
 	}
 	for {
@@ -86,7 +85,7 @@ func (m *mergedIterator) Release() { m.db.Release() }
 // Next returns it. It reports whether the view may hold such a key (a
 // deleted overlay key can make it true and Next false).
 func (m *mergedIterator) Seek(key []byte) bool {
-	m.started, m.dbStale = true, false
+	m.dbStale = false
 	m.dbValid = m.db.Seek(key)
 	if m.dbValid && string(m.db.Key()) == OffsetKey {
 		m.dbValid = m.db.Next()

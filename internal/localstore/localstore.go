@@ -209,6 +209,8 @@ type store struct {
 	// after Open has returned) and never cleared.
 	db *leveldb.DB
 
+	// recovered is atomic for SetOffset, which Goka calls on every
+	// acknowledged write and which then has nothing to do.
 	recovered atomic.Bool
 	opened    time.Time
 	restored  int           // records Goka restored into the store (Set and Delete before MarkRecovered)
@@ -658,7 +660,7 @@ func (s *store) IteratorWithRange(start, limit []byte) (storage.Iterator, error)
 	}
 	// Both under mu: the writer drops a key from the overlay only after
 	// LevelDB has it, so each key is in one of the two snapshots.
-	it := &mergedIterator{db: s.db.NewIterator(r, nil)}
+	it := &mergedIterator{db: s.db.NewIterator(r, nil), dbStale: true}
 	for k, e := range s.overlay {
 		if (start == nil || k >= string(start)) && (limit == nil || k < string(limit)) {
 			it.over = append(it.over, kv{k, e.value})
