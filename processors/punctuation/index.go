@@ -77,6 +77,10 @@ type Value struct {
 // recovery included) and answers "what is due now" at a cost proportional to
 // the answer.
 //
+// The follow-ups after the mark are items of a B-tree that hold no
+// pointers: their ids are kept in slabs of bytes (see keys), so an index of
+// millions costs the garbage collector nothing to trace.
+//
 // From Open until the first tick after it (Replayed), the index also keeps
 // the follow-ups between the mark's Checkpoint and Through, the ones a
 // replayed tick may have to publish again.
@@ -86,9 +90,11 @@ type Value struct {
 type Index struct {
 	mu      sync.Mutex
 	mark    Mark
-	ready   *btree.BTreeG[Pos] // pending follow-ups after the mark
-	recent  *btree.BTreeG[Pos] // fired, in (Checkpoint, Through]; nil once replay is settled
-	changed func()             // told when the earliest due time may have moved earlier
+	keys    keys
+	probe   Pos                 // what an item with probeRef stands for, while remove looks it up
+	ready   *btree.BTreeG[item] // pending follow-ups after the mark
+	recent  *btree.BTreeG[Pos]  // fired, in (Checkpoint, Through]; nil once replay is settled
+	changed func()              // told when the earliest due time may have moved earlier
 }
 
 func posLess(a, b Pos) bool { return a.Less(b) }
@@ -97,11 +103,69 @@ func posLess(a, b Pos) bool { return a.Less(b) }
 // Replayed. changed, if not nil, is called (without the index lock held)
 // when an update makes a follow-up due earlier than any before.
 func NewIndex(changed func()) *Index {
-	return &Index{
-		ready:   btree.NewG(32, posLess),
-		recent:  btree.NewG(32, posLess),
-		changed: changed,
+	x := &Index{recent: btree.NewG(32, posLess), changed: changed}
+	x.ready = btree.NewG(32, x.itemLess)
+	return x
+}
+
+// itemLess orders items like their positions. Called with x.mu held.
+func (x *Index) itemLess(a, b item) bool {
+	if a.due != b.due {
+		return a.due < b.due
 	}
+	au, at := x.ids(a)
+	bu, bt := x.ids(b)
+	if au != bu {
+		return au < bu
+	}
+	return at < bt
+}
+
+func (x *Index) ids(it item) (user, task string) {
+	if it.ref == probeRef {
+		return x.probe.User, x.probe.Task
+	}
+	return x.keys.ids(it)
+}
+
+// after reports whether it comes after p in firing order.
+func (x *Index) after(it item, p Pos) bool {
+	if it.due != p.Due {
+		return it.due > p.Due
+	}
+	u, t := x.keys.ids(it)
+	if u != p.User {
+		return u > p.User
+	}
+	return t > p.Task
+}
+
+// remove drops the follow-up at p, if the index has it.
+func (x *Index) remove(p Pos) {
+	x.probe = p
+	if it, ok := x.ready.Delete(item{due: p.Due, ref: probeRef}); ok {
+		x.keys.free(it)
+	}
+	x.probe = Pos{}
+}
+
+// add inserts the follow-up at p and reports whether it is now the
+// earliest.
+func (x *Index) add(p Pos) bool {
+	it := x.keys.put(p.Due, p.User, p.Task)
+	if old, ok := x.ready.ReplaceOrInsert(it); ok {
+		x.keys.free(old)
+	}
+	min, _ := x.ready.Min()
+	return min == it
+}
+
+// takeMin removes the earliest follow-up and returns its position.
+func (x *Index) takeMin() Pos {
+	it, _ := x.ready.DeleteMin()
+	p := x.keys.pos(it)
+	x.keys.free(it)
+	return p
 }
 
 // Update records that the table value of key changed from old to v (nil:
@@ -111,7 +175,7 @@ func (x *Index) Update(key string, old, v *Value) {
 	x.mu.Lock()
 	if old != nil {
 		for _, t := range old.Pending {
-			x.ready.Delete(Pos{t.Due, key, t.ID})
+			x.remove(Pos{t.Due, key, t.ID})
 		}
 	}
 	if v != nil && v.Mark != nil {
@@ -125,8 +189,7 @@ func (x *Index) Update(key string, old, v *Value) {
 				x.keepRecent(p) // fired by a tick, not yet recorded in the user's value
 				continue
 			}
-			x.ready.ReplaceOrInsert(p)
-			if min, _ := x.ready.Min(); min == p {
+			if x.add(p) {
 				notify = true
 			}
 		}
@@ -148,12 +211,11 @@ func (x *Index) setMark(m Mark) {
 	x.mark = m
 	if old.Through.Less(m.Through) {
 		for {
-			p, ok := x.ready.Min()
-			if !ok || m.Through.Less(p) {
+			it, ok := x.ready.Min()
+			if !ok || x.after(it, m.Through) {
 				break
 			}
-			x.ready.DeleteMin()
-			x.keepRecent(p)
+			x.keepRecent(x.takeMin())
 		}
 	}
 	if x.recent != nil {
@@ -182,12 +244,11 @@ func (x *Index) TakeDue(now time.Time, max int) []Pos {
 	n := now.UnixNano()
 	var out []Pos
 	for max <= 0 || len(out) < max {
-		p, ok := x.ready.Min()
-		if !ok || p.Due > n {
+		it, ok := x.ready.Min()
+		if !ok || it.due > n {
 			break
 		}
-		x.ready.DeleteMin()
-		out = append(out, p)
+		out = append(out, x.takeMin())
 	}
 	return out
 }
@@ -239,11 +300,11 @@ func (x *Index) Replayed(from Pos) (fired []Pos, complete bool) {
 func (x *Index) Next() (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	p, ok := x.ready.Min()
+	it, ok := x.ready.Min()
 	if !ok {
 		return time.Time{}, false
 	}
-	return p.Time(), true
+	return time.Unix(0, it.due), true
 }
 
 // Len is the number of follow-ups after the mark.
@@ -259,8 +320,8 @@ func (x *Index) Pending() []Pos {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := make([]Pos, 0, x.ready.Len())
-	x.ready.Ascend(func(p Pos) bool {
-		out = append(out, p)
+	x.ready.Ascend(func(it item) bool {
+		out = append(out, x.keys.pos(it))
 		return true
 	})
 	return out
