@@ -25,11 +25,12 @@ import (
 )
 
 type settings struct {
-	n, crash, partitions, payload int
-	lead, window, wait, crashWait time.Duration
-	systems, out, kafka           string
-	scale                         int
-	seed                          uint64
+	n, crash, partitions, payload  int
+	lead, window, wait, crashWait  time.Duration
+	systems, out, kafka, brokerJIT string
+	warmup                         time.Duration
+	scale                          int
+	seed                           uint64
 }
 
 func main() {
@@ -59,9 +60,22 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.out, "out", "bench-results", "directory for results.json and the plots")
 	fs.StringVar(&s.kafka, "kafka", "", "bootstrap address of an existing Kafka (default: start Apache Kafka)")
 	fs.Uint64Var(&s.seed, "seed", 1, "random seed of the workload")
+	fs.StringVar(&s.brokerJIT, "broker-jit", "full", "JIT of the Kafka broker this benchmark starts: full (the JVM's default, as in production) or c1 (the test suite's quick start)")
+	fs.DurationVar(&s.warmup, "warmup", 10*time.Second, "load Kafka for this long before the first system, so the broker's JIT is done (0: no warm-up)")
 	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka (0: skip)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var jvm []string
+	switch s.brokerJIT {
+	case "full":
+		jvm = []string{"-XX:TieredStopAtLevel=4"} // overrides the test broker's C1-only default
+	case "c1":
+	default:
+		return fmt.Errorf("-broker-jit %q: want full or c1", s.brokerJIT)
+	}
+	if s.warmup < 0 {
+		return fmt.Errorf("-warmup %v: want a duration >= 0", s.warmup)
 	}
 	chosen, err := choose(s.systems)
 	if err != nil {
@@ -84,10 +98,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		env.KafkaBrokers = s.kafka
 		kafka = harness.KafkaBackend{Brokers: []string{s.kafka}, Pid: func() int { return 0 }}
 	} else if needs(chosen, "kafka") || s.scale > 0 {
-		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion)
-		// The test broker's JVM flags (C1 JIT only): a full JIT would charge
-		// its warm-up to whichever system runs first.
-		b, err := kafkatest.Start(ctx)
+		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion, "jit", s.brokerJIT)
+		// The test broker's JVM flags, with the JIT of a production broker
+		// unless -broker-jit c1; the warm-up below keeps its compilation
+		// out of the first system's figures.
+		b, err := kafkatest.Start(ctx, kafkatest.WithJVMArgs(jvm...))
 		if err != nil {
 			return fmt.Errorf("kafka: %w", err)
 		}
@@ -95,6 +110,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		env.KafkaBrokers = b.Addr()
 		kafkaDir = b.DataDir()
 		kafka = harness.KafkaBackend{Brokers: []string{b.Addr()}, DataDir: kafkaDir, Pid: b.PID}
+	}
+	if kafka != nil && s.warmup > 0 {
+		log.Info("warming Kafka up", "for", s.warmup)
+		n, err := harness.WarmKafka(ctx, []string{env.KafkaBrokers}, s.partitions, s.warmup)
+		if err != nil {
+			return err
+		}
+		log.Info("Kafka warmed up", "records", n)
 	}
 	var redis harness.Backend
 	if needs(chosen, "redis") {
@@ -151,13 +174,13 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 	defer md.Close()
 	stdout = io.MultiWriter(stdout, md)
 	fmt.Fprintf(stdout, "Command: `ivrbench %s`\n\n", strings.Join(os.Args[1:], " "))
-	fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; %s, %d CPUs, %s\n\n",
-		s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
+		s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	harness.Markdown(stdout, rs, "ivrsched-kafka")
 	harness.ScaleMarkdown(stdout, scales)
 	doc := map[string]any{
 		"settings": map[string]any{"n": s.n, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
-			"payload_bytes": s.payload, "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
+			"payload_bytes": s.payload, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
 			"at": time.Now().UTC()},
 		"results": rs,
 		"scale":   scales,

@@ -1,0 +1,112 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// WarmKafka loads a broker for d before any system is measured, so that the
+// JVM compiles the broker's produce and fetch paths now and not during the
+// first system's phases: it produces small records to a topic of its own
+// (acknowledged by all replicas, like the systems' records) and consumes
+// them (from the oldest). It returns how many records it consumed.
+func WarmKafka(ctx context.Context, brokers []string, partitions int, d time.Duration) (int64, error) {
+	const topic = "ivrbench-warmup"
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Flush.Frequency = time.Millisecond
+	cfg.Producer.Return.Errors = true
+	cfg.Consumer.Return.Errors = false
+	client, err := sarama.NewClient(brokers, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("warm-up: %w", err)
+	}
+	defer client.Close()
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		return 0, fmt.Errorf("warm-up: %w", err)
+	}
+	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: int32(partitions), ReplicationFactor: 1}, false)
+	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		return 0, fmt.Errorf("warm-up: create %s: %w", topic, err)
+	}
+	if err := awaitLeaders(ctx, client, topic, partitions); err != nil {
+		return 0, fmt.Errorf("warm-up: %w", err)
+	}
+	producer, err := sarama.NewAsyncProducerFromClient(client)
+	if err != nil {
+		return 0, fmt.Errorf("warm-up: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var consumed atomic.Int64
+	observed := make(chan error, 1)
+	go func() {
+		observed <- ObserveTopic(wctx, brokers, topic, nil, func(*sarama.ConsumerMessage) (Fire, bool) {
+			consumed.Add(1)
+			return Fire{}, false
+		})
+	}()
+	errc := make(chan error, 1)
+	go func() {
+		var first error
+		for e := range producer.Errors() {
+			if first == nil {
+				first = e.Err
+			}
+		}
+		errc <- first
+	}()
+	value := make(sarama.ByteEncoder, 200)
+	for i := 0; wctx.Err() == nil; i++ {
+		select {
+		case producer.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprint("k", i%1000)), Value: value}:
+		case <-wctx.Done():
+		}
+	}
+	producer.AsyncClose() // flushes, then closes the errors channel
+	produceErr := <-errc
+	observeErr := <-observed
+	switch {
+	case ctx.Err() != nil:
+		return consumed.Load(), ctx.Err()
+	case produceErr != nil:
+		return consumed.Load(), fmt.Errorf("warm-up: produce: %w", produceErr)
+	case observeErr != nil:
+		return consumed.Load(), fmt.Errorf("warm-up: %w", observeErr)
+	}
+	return consumed.Load(), nil
+}
+
+// awaitLeaders waits until every partition of a new topic has a leader.
+func awaitLeaders(ctx context.Context, client sarama.Client, topic string, partitions int) error {
+	for {
+		err := client.RefreshMetadata(topic)
+		if err == nil {
+			ps, perr := client.Partitions(topic)
+			if perr == nil && len(ps) == partitions {
+				ok := true
+				for _, p := range ps {
+					if _, lerr := client.Leader(topic, p); lerr != nil {
+						ok = false
+						break
+					}
+				}
+				if ok {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s has no leaders: %w", topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
