@@ -13,7 +13,7 @@ import (
 type item struct {
 	due        int64
 	ref        uint32 // slot in keys; probeRef: the index's probe
-	ulen, tlen uint16 // lengths of the user and task ids (ids as long as 64 KiB or more are kept apart)
+	ulen, tlen uint16 // lengths of the user and task ids (unused for ids kept apart)
 }
 
 // probeRef marks an item that stands for Index.probe, a position being
@@ -36,7 +36,8 @@ const (
 // keys keeps the user and task ids of the index's items in slabs of plain
 // bytes, in fixed-size slots with free lists per size: putting and freeing
 // an id pair costs no allocation once the slabs have grown, and no
-// collector work ever. Ids that fit no slot are kept as strings (rare).
+// collector work ever. An id pair longer than the largest slot (4 KiB), or
+// with an id of 64 KiB or more, is kept apart as strings (rare).
 type keys struct {
 	classes [len(slotSizes)]slotClass
 	big     []bigKey
@@ -113,8 +114,8 @@ func (k *keys) slot(c int, slot uint32) []byte {
 	return k.classes[c].slabs[slot/per][off : off+size]
 }
 
-// ids returns it's user and task ids as views of the keys: valid until it
-// is freed. Callers that keep them past that must copy them.
+// ids returns the user and task ids of it as views of the keys: valid until
+// it is freed. Callers that keep them past that must copy them.
 func (k *keys) ids(it item) (user, task string) {
 	c, slot := int(it.ref>>slotBits), it.ref&slotMask
 	if c == bigClass {
@@ -126,7 +127,7 @@ func (k *keys) ids(it item) (user, task string) {
 	return unsafe.String(unsafe.SliceData(b), u), unsafe.String(unsafe.SliceData(b[u:]), t)
 }
 
-// free gives it's slot back.
+// free gives the slot of it back.
 func (k *keys) free(it item) {
 	c, slot := int(it.ref>>slotBits), it.ref&slotMask
 	if c == bigClass {
@@ -137,7 +138,7 @@ func (k *keys) free(it item) {
 	k.classes[c].free = append(k.classes[c].free, slot)
 }
 
-// pos is it's position, with ids of its own.
+// pos is the position of it, with ids of its own.
 func (k *keys) pos(it item) Pos {
 	u, t := k.ids(it)
 	return Pos{Due: it.due, User: strings.Clone(u), Task: strings.Clone(t)}
