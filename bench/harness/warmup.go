@@ -2,12 +2,13 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/ivrsched/ivrsched/topology"
 )
 
 // WarmKafka loads a broker for d before any system is measured, so that the
@@ -17,28 +18,20 @@ import (
 // them (from the oldest). It returns how many records it consumed.
 func WarmKafka(ctx context.Context, brokers []string, partitions int, d time.Duration) (int64, error) {
 	const topic = "ivrbench-warmup"
+	spec := []topology.TopicSpec{{Name: topic, Retain: time.Hour}}
+	if err := topology.EnsureTopics(ctx, topology.Kafka{Brokers: brokers, Partitions: partitions, Replication: 1}, spec); err != nil {
+		return 0, fmt.Errorf("warm-up: %w", err)
+	}
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Flush.Frequency = time.Millisecond
 	cfg.Producer.Return.Errors = true
-	cfg.Consumer.Return.Errors = false
 	client, err := sarama.NewClient(brokers, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("warm-up: %w", err)
 	}
 	defer client.Close()
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		return 0, fmt.Errorf("warm-up: %w", err)
-	}
-	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: int32(partitions), ReplicationFactor: 1}, false)
-	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-		return 0, fmt.Errorf("warm-up: create %s: %w", topic, err)
-	}
-	if err := awaitLeaders(ctx, client, topic, partitions); err != nil {
-		return 0, fmt.Errorf("warm-up: %w", err)
-	}
 	producer, err := sarama.NewAsyncProducerFromClient(client)
 	if err != nil {
 		return 0, fmt.Errorf("warm-up: %w", err)
@@ -82,31 +75,4 @@ func WarmKafka(ctx context.Context, brokers []string, partitions int, d time.Dur
 		return consumed.Load(), fmt.Errorf("warm-up: %w", observeErr)
 	}
 	return consumed.Load(), nil
-}
-
-// awaitLeaders waits until every partition of a new topic has a leader.
-func awaitLeaders(ctx context.Context, client sarama.Client, topic string, partitions int) error {
-	for {
-		err := client.RefreshMetadata(topic)
-		if err == nil {
-			ps, perr := client.Partitions(topic)
-			if perr == nil && len(ps) == partitions {
-				ok := true
-				for _, p := range ps {
-					if _, lerr := client.Leader(topic, p); lerr != nil {
-						ok = false
-						break
-					}
-				}
-				if ok {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("topic %s has no leaders: %w", topic, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
