@@ -33,6 +33,11 @@ func (m *mergedIterator) sortOverlay() {
 
 func (m *mergedIterator) advanceDB() {
 	m.dbValid = m.db.Next()
+	m.skipOffsetKey()
+}
+
+// skipOffsetKey steps past the offset key, which is no table state.
+func (m *mergedIterator) skipOffsetKey() {
 	if m.dbValid && string(m.db.Key()) == OffsetKey {
 		m.dbValid = m.db.Next()
 	}
@@ -87,9 +92,7 @@ func (m *mergedIterator) Release() { m.db.Release() }
 func (m *mergedIterator) Seek(key []byte) bool {
 	m.dbStale = false
 	m.dbValid = m.db.Seek(key)
-	if m.dbValid && string(m.db.Key()) == OffsetKey {
-		m.dbValid = m.db.Next()
-	}
+	m.skipOffsetKey()
 	m.oi, _ = slices.BinarySearchFunc(m.over, string(key), func(e kv, k string) int { return strings.Compare(e.k, k) })
 	return m.dbValid || m.oi < len(m.over)
 }

@@ -353,6 +353,12 @@ func readOffset(db *leveldb.DB) (int64, bool, error) {
 	return off, true, nil
 }
 
+// putOffset adds the changelog offset the batch's records reach to it, in
+// the form readOffset reads.
+func putOffset(b *leveldb.Batch, offset int64) {
+	b.Put([]byte(OffsetKey), strconv.AppendInt(nil, offset, 10))
+}
+
 func isEmpty(db *leveldb.DB) (bool, error) {
 	it := db.NewIterator(nil, nil)
 	defer it.Release()
@@ -505,7 +511,7 @@ func (s *store) writeRestored() error {
 		return nil
 	}
 	if s.offset >= 0 {
-		s.batch.Put([]byte(OffsetKey), strconv.AppendInt(nil, s.offset, 10))
+		putOffset(s.batch, s.offset)
 	}
 	if err := s.db.Write(s.batch, nil); err != nil {
 		return fmt.Errorf("localstore: write restored records in %s: %w", s.path, err)
@@ -570,7 +576,7 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 		}
 		offset = max(offset, a.offset)
 	}
-	b.Put([]byte(OffsetKey), strconv.AppendInt(nil, offset, 10))
+	putOffset(b, offset)
 	err := s.db.Write(b, nil)
 
 	s.mu.Lock()

@@ -110,35 +110,24 @@ func NewIndex(changed func()) *Index {
 
 // itemLess orders items like their positions. Called with x.mu held.
 func (x *Index) itemLess(a, b item) bool {
-	if a.due != b.due {
+	if a.due != b.due { // most comparisons end here, before the ids are looked up
 		return a.due < b.due
 	}
-	au, at := x.ids(a)
-	bu, bt := x.ids(b)
-	if au != bu {
-		return au < bu
-	}
-	return at < bt
+	return x.view(a).Less(x.view(b))
 }
 
-func (x *Index) ids(it item) (user, task string) {
+// view is the position of it, with ids that are views of the keys (or the
+// probe's): valid until it is freed.
+func (x *Index) view(it item) Pos {
 	if it.ref == probeRef {
-		return x.probe.User, x.probe.Task
+		return x.probe
 	}
-	return x.keys.ids(it)
+	u, t := x.keys.ids(it)
+	return Pos{Due: it.due, User: u, Task: t}
 }
 
 // after reports whether it comes after p in firing order.
-func (x *Index) after(it item, p Pos) bool {
-	if it.due != p.Due {
-		return it.due > p.Due
-	}
-	u, t := x.keys.ids(it)
-	if u != p.User {
-		return u > p.User
-	}
-	return t > p.Task
-}
+func (x *Index) after(it item, p Pos) bool { return p.Less(x.view(it)) }
 
 // remove drops the follow-up at p, if the index has it.
 func (x *Index) remove(p Pos) {
