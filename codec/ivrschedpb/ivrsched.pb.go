@@ -98,6 +98,11 @@ const (
 	ScheduleEvent_KIND_TOO_LATE ScheduleEvent_Kind = 3
 	// No such follow-up was ever seen (or it fired long ago).
 	ScheduleEvent_KIND_UNKNOWN_TASK ScheduleEvent_Kind = 4
+	// The user was erased by a Forget command; task_id is empty.
+	ScheduleEvent_KIND_FORGOTTEN ScheduleEvent_Kind = 5
+	// The user had nothing pending and no call for longer than the
+	// scheduler's retention, and was removed from the tables; task_id is empty.
+	ScheduleEvent_KIND_EXPIRED ScheduleEvent_Kind = 6
 )
 
 // Enum value maps for ScheduleEvent_Kind.
@@ -108,6 +113,8 @@ var (
 		2: "KIND_RESCHEDULED",
 		3: "KIND_TOO_LATE",
 		4: "KIND_UNKNOWN_TASK",
+		5: "KIND_FORGOTTEN",
+		6: "KIND_EXPIRED",
 	}
 	ScheduleEvent_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED":  0,
@@ -115,6 +122,8 @@ var (
 		"KIND_RESCHEDULED":  2,
 		"KIND_TOO_LATE":     3,
 		"KIND_UNKNOWN_TASK": 4,
+		"KIND_FORGOTTEN":    5,
+		"KIND_EXPIRED":      6,
 	}
 )
 
@@ -142,13 +151,13 @@ func (x ScheduleEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScheduleEvent_Kind.Descriptor instead.
 func (ScheduleEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{14, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{15, 0}
 }
 
 // Command is the scheduler's input on the `onboarding` topic. The Kafka key is
 // the user id. Every command of one user travels on this one topic, so their
 // order holds.
-// Next ID: 6
+// Next ID: 7
 type Command struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -157,6 +166,7 @@ type Command struct {
 	//	*Command_Onboard
 	//	*Command_Cancel
 	//	*Command_Reschedule
+	//	*Command_Forget
 	Command isCommand_Command `protobuf_oneof:"command"`
 	// When the producer issued the command. Relative delays count from here
 	// (for Onboard: from onboarded_at when that is set). Unset: the Kafka
@@ -237,6 +247,15 @@ func (x *Command) GetReschedule() *Reschedule {
 	return nil
 }
 
+func (x *Command) GetForget() *Forget {
+	if x != nil {
+		if x, ok := x.Command.(*Command_Forget); ok {
+			return x.Forget
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetRequestedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RequestedAt
@@ -260,11 +279,17 @@ type Command_Reschedule struct {
 	Reschedule *Reschedule `protobuf:"bytes,4,opt,name=reschedule,proto3,oneof"`
 }
 
+type Command_Forget struct {
+	Forget *Forget `protobuf:"bytes,6,opt,name=forget,proto3,oneof"`
+}
+
 func (*Command_Onboard) isCommand_Command() {}
 
 func (*Command_Cancel) isCommand_Command() {}
 
 func (*Command_Reschedule) isCommand_Command() {}
+
+func (*Command_Forget) isCommand_Command() {}
 
 // Onboard registers (or updates) a user and schedules follow-ups. Follow-ups
 // are upserted by task id: a task id that is already pending is replaced.
@@ -553,6 +578,47 @@ func (x *Cancel) GetTaskId() string {
 	return ""
 }
 
+// Forget erases the user: every pending follow-up is dropped, the user's
+// values are deleted from the scheduler's and the dialer's tables
+// (tombstones), and KIND_FORGOTTEN is reported on followup-events. A later
+// Onboard of the same user id starts afresh.
+// Next ID: 1
+type Forget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Forget) Reset() {
+	*x = Forget{}
+	mi := &file_ivrsched_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Forget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Forget) ProtoMessage() {}
+
+func (x *Forget) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Forget.ProtoReflect.Descriptor instead.
+func (*Forget) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{5}
+}
+
 // Reschedule moves one pending follow-up to a new due time.
 // Next ID: 4
 type Reschedule struct {
@@ -569,7 +635,7 @@ type Reschedule struct {
 
 func (x *Reschedule) Reset() {
 	*x = Reschedule{}
-	mi := &file_ivrsched_proto_msgTypes[5]
+	mi := &file_ivrsched_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +647,7 @@ func (x *Reschedule) String() string {
 func (*Reschedule) ProtoMessage() {}
 
 func (x *Reschedule) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[5]
+	mi := &file_ivrsched_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +660,7 @@ func (x *Reschedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reschedule.ProtoReflect.Descriptor instead.
 func (*Reschedule) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{5}
+	return file_ivrsched_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Reschedule) GetTaskId() string {
@@ -671,7 +737,7 @@ type UserState struct {
 
 func (x *UserState) Reset() {
 	*x = UserState{}
-	mi := &file_ivrsched_proto_msgTypes[6]
+	mi := &file_ivrsched_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +749,7 @@ func (x *UserState) String() string {
 func (*UserState) ProtoMessage() {}
 
 func (x *UserState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[6]
+	mi := &file_ivrsched_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +762,7 @@ func (x *UserState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserState.ProtoReflect.Descriptor instead.
 func (*UserState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{6}
+	return file_ivrsched_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UserState) GetUserId() string {
@@ -762,7 +828,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_ivrsched_proto_msgTypes[7]
+	mi := &file_ivrsched_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +840,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[7]
+	mi := &file_ivrsched_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +853,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{7}
+	return file_ivrsched_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Position) GetDueAt() *timestamppb.Timestamp {
@@ -833,7 +899,7 @@ type FiredThrough struct {
 
 func (x *FiredThrough) Reset() {
 	*x = FiredThrough{}
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +911,7 @@ func (x *FiredThrough) String() string {
 func (*FiredThrough) ProtoMessage() {}
 
 func (x *FiredThrough) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +924,7 @@ func (x *FiredThrough) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiredThrough.ProtoReflect.Descriptor instead.
 func (*FiredThrough) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{8}
+	return file_ivrsched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FiredThrough) GetThrough() *Position {
@@ -912,7 +978,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +990,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1003,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{9}
+	return file_ivrsched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Task) GetTaskId() string {
@@ -990,7 +1056,7 @@ type FiredTask struct {
 
 func (x *FiredTask) Reset() {
 	*x = FiredTask{}
-	mi := &file_ivrsched_proto_msgTypes[10]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1068,7 @@ func (x *FiredTask) String() string {
 func (*FiredTask) ProtoMessage() {}
 
 func (x *FiredTask) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[10]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1081,7 @@ func (x *FiredTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiredTask.ProtoReflect.Descriptor instead.
 func (*FiredTask) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{10}
+	return file_ivrsched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FiredTask) GetTask() *Task {
@@ -1056,7 +1122,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1134,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1147,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{11}
+	return file_ivrsched_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Tick) GetPartition() int32 {
@@ -1128,7 +1194,7 @@ type IVRCall struct {
 
 func (x *IVRCall) Reset() {
 	*x = IVRCall{}
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1206,7 @@ func (x *IVRCall) String() string {
 func (*IVRCall) ProtoMessage() {}
 
 func (x *IVRCall) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1219,7 @@ func (x *IVRCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IVRCall.ProtoReflect.Descriptor instead.
 func (*IVRCall) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{12}
+	return file_ivrsched_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IVRCall) GetCallId() string {
@@ -1250,7 +1316,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1328,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1341,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{13}
+	return file_ivrsched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CallResult) GetCallId() string {
@@ -1327,7 +1393,7 @@ func (x *CallResult) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// ScheduleEvent reports what a cancel or reschedule did, on the
+// ScheduleEvent reports what a command or retention did to a user's follow-ups, on the
 // `followup-events` topic, keyed by user id.
 // Next ID: 8
 type ScheduleEvent struct {
@@ -1346,7 +1412,7 @@ type ScheduleEvent struct {
 
 func (x *ScheduleEvent) Reset() {
 	*x = ScheduleEvent{}
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1424,7 @@ func (x *ScheduleEvent) String() string {
 func (*ScheduleEvent) ProtoMessage() {}
 
 func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1437,7 @@ func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleEvent) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{14}
+	return file_ivrsched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScheduleEvent) GetUserId() string {
@@ -1435,7 +1501,7 @@ type DialerState struct {
 
 func (x *DialerState) Reset() {
 	*x = DialerState{}
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1513,7 @@ func (x *DialerState) String() string {
 func (*DialerState) ProtoMessage() {}
 
 func (x *DialerState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1526,7 @@ func (x *DialerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialerState.ProtoReflect.Descriptor instead.
 func (*DialerState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{15}
+	return file_ivrsched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DialerState) GetCalls() []*DialRecord {
@@ -1483,7 +1549,7 @@ type DialRecord struct {
 
 func (x *DialRecord) Reset() {
 	*x = DialRecord{}
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1561,7 @@ func (x *DialRecord) String() string {
 func (*DialRecord) ProtoMessage() {}
 
 func (x *DialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1574,7 @@ func (x *DialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialRecord.ProtoReflect.Descriptor instead.
 func (*DialRecord) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{16}
+	return file_ivrsched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DialRecord) GetCallId() string {
@@ -1557,7 +1623,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1635,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1648,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{17}
+	return file_ivrsched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeadLetter) GetReason() string {
@@ -1674,7 +1740,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1752,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1765,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{18}
+	return file_ivrsched_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Header) GetKey() string {
@@ -1720,14 +1786,15 @@ var File_ivrsched_proto protoreflect.FileDescriptor
 
 const file_ivrsched_proto_rawDesc = "" +
 	"\n" +
-	"\x0eivrsched.proto\x12\vivrsched.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x02\n" +
+	"\x0eivrsched.proto\x12\vivrsched.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb7\x02\n" +
 	"\aCommand\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x120\n" +
 	"\aonboard\x18\x02 \x01(\v2\x14.ivrsched.v1.OnboardH\x00R\aonboard\x12-\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x13.ivrsched.v1.CancelH\x00R\x06cancel\x129\n" +
 	"\n" +
 	"reschedule\x18\x04 \x01(\v2\x17.ivrsched.v1.RescheduleH\x00R\n" +
-	"reschedule\x12=\n" +
+	"reschedule\x12-\n" +
+	"\x06forget\x18\x06 \x01(\v2\x13.ivrsched.v1.ForgetH\x00R\x06forget\x12=\n" +
 	"\frequested_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAtB\t\n" +
 	"\acommand\"\xb1\x01\n" +
 	"\aOnboard\x12\x14\n" +
@@ -1749,7 +1816,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\vcampaign_id\x18\x02 \x01(\tR\n" +
 	"campaignId\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x95\x01\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\b\n" +
+	"\x06Forget\"\x95\x01\n" +
 	"\n" +
 	"Reschedule\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
@@ -1812,7 +1880,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12.\n" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x14.ivrsched.v1.OutcomeR\aoutcome\x12\x16\n" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf8\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x9f\x03\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -1820,13 +1888,15 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06due_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12\x17\n" +
-	"\acall_id\x18\a \x01(\tR\x06callId\"p\n" +
+	"\acall_id\x18\a \x01(\tR\x06callId\"\x96\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x01\x12\x14\n" +
 	"\x10KIND_RESCHEDULED\x10\x02\x12\x11\n" +
 	"\rKIND_TOO_LATE\x10\x03\x12\x15\n" +
-	"\x11KIND_UNKNOWN_TASK\x10\x04\"<\n" +
+	"\x11KIND_UNKNOWN_TASK\x10\x04\x12\x12\n" +
+	"\x0eKIND_FORGOTTEN\x10\x05\x12\x10\n" +
+	"\fKIND_EXPIRED\x10\x06\"<\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\"\x81\x01\n" +
 	"\n" +
@@ -1872,7 +1942,7 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 }
 
 var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
 	(ScheduleEvent_Kind)(0),       // 1: ivrsched.v1.ScheduleEvent.Kind
@@ -1881,70 +1951,72 @@ var file_ivrsched_proto_goTypes = []any{
 	(*FollowUp)(nil),              // 4: ivrsched.v1.FollowUp
 	(*Action)(nil),                // 5: ivrsched.v1.Action
 	(*Cancel)(nil),                // 6: ivrsched.v1.Cancel
-	(*Reschedule)(nil),            // 7: ivrsched.v1.Reschedule
-	(*UserState)(nil),             // 8: ivrsched.v1.UserState
-	(*Position)(nil),              // 9: ivrsched.v1.Position
-	(*FiredThrough)(nil),          // 10: ivrsched.v1.FiredThrough
-	(*Task)(nil),                  // 11: ivrsched.v1.Task
-	(*FiredTask)(nil),             // 12: ivrsched.v1.FiredTask
-	(*Tick)(nil),                  // 13: ivrsched.v1.Tick
-	(*IVRCall)(nil),               // 14: ivrsched.v1.IVRCall
-	(*CallResult)(nil),            // 15: ivrsched.v1.CallResult
-	(*ScheduleEvent)(nil),         // 16: ivrsched.v1.ScheduleEvent
-	(*DialerState)(nil),           // 17: ivrsched.v1.DialerState
-	(*DialRecord)(nil),            // 18: ivrsched.v1.DialRecord
-	(*DeadLetter)(nil),            // 19: ivrsched.v1.DeadLetter
-	(*Header)(nil),                // 20: ivrsched.v1.Header
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*Forget)(nil),                // 7: ivrsched.v1.Forget
+	(*Reschedule)(nil),            // 8: ivrsched.v1.Reschedule
+	(*UserState)(nil),             // 9: ivrsched.v1.UserState
+	(*Position)(nil),              // 10: ivrsched.v1.Position
+	(*FiredThrough)(nil),          // 11: ivrsched.v1.FiredThrough
+	(*Task)(nil),                  // 12: ivrsched.v1.Task
+	(*FiredTask)(nil),             // 13: ivrsched.v1.FiredTask
+	(*Tick)(nil),                  // 14: ivrsched.v1.Tick
+	(*IVRCall)(nil),               // 15: ivrsched.v1.IVRCall
+	(*CallResult)(nil),            // 16: ivrsched.v1.CallResult
+	(*ScheduleEvent)(nil),         // 17: ivrsched.v1.ScheduleEvent
+	(*DialerState)(nil),           // 18: ivrsched.v1.DialerState
+	(*DialRecord)(nil),            // 19: ivrsched.v1.DialRecord
+	(*DeadLetter)(nil),            // 20: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 21: ivrsched.v1.Header
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
 	3,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
 	6,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
-	7,  // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
-	21, // 3: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	21, // 4: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
-	4,  // 5: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	22, // 6: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	21, // 7: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
-	5,  // 8: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
-	22, // 9: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	21, // 10: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	21, // 11: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
-	11, // 12: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
-	12, // 13: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
-	10, // 14: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
-	21, // 15: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
-	9,  // 16: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
-	9,  // 17: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
-	21, // 18: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
-	9,  // 19: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
-	21, // 20: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
-	5,  // 21: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
-	11, // 22: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	21, // 23: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	21, // 24: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
-	9,  // 25: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
-	21, // 26: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	21, // 27: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
-	5,  // 28: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	21, // 29: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
-	0,  // 30: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	21, // 31: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 32: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	21, // 33: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	21, // 34: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
-	18, // 35: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
-	0,  // 36: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	21, // 37: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	21, // 38: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
-	20, // 39: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
-	21, // 40: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	8,  // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
+	7,  // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
+	22, // 4: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	22, // 5: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	4,  // 6: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
+	23, // 7: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	22, // 8: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	5,  // 9: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
+	23, // 10: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	22, // 11: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	22, // 12: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	12, // 13: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
+	13, // 14: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
+	11, // 15: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
+	22, // 16: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
+	10, // 17: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
+	10, // 18: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
+	22, // 19: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
+	10, // 20: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
+	22, // 21: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	5,  // 22: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
+	12, // 23: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
+	22, // 24: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	22, // 25: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	10, // 26: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
+	22, // 27: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	22, // 28: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	5,  // 29: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
+	22, // 30: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	0,  // 31: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
+	22, // 32: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 33: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
+	22, // 34: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	22, // 35: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	19, // 36: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
+	0,  // 37: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
+	22, // 38: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	22, // 39: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	21, // 40: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	22, // 41: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -1956,12 +2028,13 @@ func file_ivrsched_proto_init() {
 		(*Command_Onboard)(nil),
 		(*Command_Cancel)(nil),
 		(*Command_Reschedule)(nil),
+		(*Command_Forget)(nil),
 	}
 	file_ivrsched_proto_msgTypes[2].OneofWrappers = []any{
 		(*FollowUp_Delay)(nil),
 		(*FollowUp_DueAt)(nil),
 	}
-	file_ivrsched_proto_msgTypes[5].OneofWrappers = []any{
+	file_ivrsched_proto_msgTypes[6].OneofWrappers = []any{
 		(*Reschedule_Delay)(nil),
 		(*Reschedule_DueAt)(nil),
 	}
@@ -1971,7 +2044,7 @@ func file_ivrsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
