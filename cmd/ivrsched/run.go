@@ -21,8 +21,8 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/app"
 	"github.com/ivrsched/ivrsched/processors/dialer"
-	"github.com/ivrsched/ivrsched/processors/punctuation"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
+	"github.com/ivrsched/ivrsched/punctuation"
 )
 
 // roleFlags are the flags of the commands that run processors.

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/processors/punctuation"
+	"github.com/ivrsched/ivrsched/punctuation"
 )
 
 // Validation of any command: no panic, and what it accepts, the scheduler
