@@ -9,9 +9,6 @@
 package scheduler
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -218,22 +215,6 @@ func (s *Scheduler) state(ctx goka.Context) *pb.UserState {
 		s.cfg.Logger.Error("unreadable user state, starting afresh", "user", ctx.Key(), "err", v.Err)
 	}
 	return &pb.UserState{UserId: ctx.Key()}
-}
-
-// CallID is deterministic from user, task, due time and attempt, so a replay
-// publishes the same id and the dialer drops the duplicate; a task id re-used
-// for a new due time gets a new id.
-func CallID(user string, t *pb.Task) string {
-	h := sha256.New()
-	h.Write([]byte(user))
-	h.Write([]byte{0})
-	h.Write([]byte(t.GetTaskId()))
-	h.Write([]byte{0})
-	var b [12]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(t.GetDueAt().AsTime().UnixNano()))
-	binary.BigEndian.PutUint32(b[8:], t.GetAttempt())
-	h.Write(b[:])
-	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // sortPending orders pending follow-ups by due time, then task id.

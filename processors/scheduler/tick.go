@@ -1,0 +1,124 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/lovoo/goka"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/punctuation"
+)
+
+// onTick publishes the calls of the partition's due follow-ups and moves the
+// partition's fired mark past them. It writes only the mark (under the
+// tick's key): users' values are left as they are, and a follow-up at or
+// before the mark counts as fired.
+//
+// The first tick after the partition was opened may be a replay (its offset
+// is at or below the last tick that moved the mark: the process stopped
+// before committing it). Then the calls fired since the tick was sent are
+// published again, with the same call ids, for the dialer to drop the ones
+// it already placed.
+func (s *Scheduler) onTick(ctx goka.Context, msg any) {
+	tick, ok := msg.(*pb.Tick)
+	if !ok {
+		s.rejectRecord(ctx, msg, reject(ReasonUndecodable, "tick: %v", undecodable(msg)))
+	}
+	part := ctx.Partition()
+	defer s.punct.Ticked(part)
+	idx := s.punct.Index(part)
+	if idx == nil {
+		return
+	}
+	mark := idx.Mark()
+	now := s.cfg.Clock.Now()
+	if idx.Replaying() {
+		from := pos(tick.GetFiredThrough())
+		fired, complete := idx.Replayed(from)
+		if ok && !mark.Through.IsZero() && ctx.Offset() <= mark.LastTick {
+			s.Stats.Replays.Add(1)
+			if !complete {
+				s.Stats.ReplayScans.Add(1)
+				older, err := s.punct.FiredBetween(part, from, mark.Checkpoint)
+				if err != nil {
+					s.cfg.Logger.Error("replay: scan for fired follow-ups", "partition", part, "err", err)
+				}
+				fired = append(older, fired...)
+			}
+			s.cfg.Logger.Info("replayed tick: publishing its calls again", "partition", part, "offset", ctx.Offset(), "calls", len(fired))
+			s.Stats.Republished.Add(int64(s.publish(ctx, part, fired, now, true)))
+		}
+	}
+	due := idx.TakeDue(now, s.cfg.MaxFiresPerTick)
+	if len(due) == 0 {
+		return
+	}
+	s.Stats.Fired.Add(int64(s.publish(ctx, part, due, now, false)))
+	next := mark
+	next.Through = due[len(due)-1]
+	next.LastTick = max(mark.LastTick, ctx.Offset())
+	if now.Sub(time.Unix(0, mark.StagedAt)) >= s.cfg.ReplayKeep {
+		next.Checkpoint, next.Staged, next.StagedAt = mark.Staged, mark.Through, now.UnixNano()
+	}
+	ctx.SetValue(markValue(ctx.Key(), next))
+}
+
+// publish emits the calls of the follow-ups at ps, reading each user's value
+// from the partition's store once. A replay also finds follow-ups the user's
+// value has since recorded as fired. It returns the calls emitted.
+func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, now time.Time, replay bool) int {
+	table := s.punct.Table(part)
+	states := make(map[string]*pb.UserState)
+	firedAt := timestamppb.New(now)
+	n := 0
+	for _, p := range ps {
+		st, ok := states[p.User]
+		if !ok {
+			st = s.stored(table, p.User)
+			states[p.User] = st
+		}
+		t := findTask(st, p, replay)
+		if t == nil {
+			s.cfg.Logger.Error("due follow-up not in its user's value", "user", p.User, "task", p.Task, "due", p.Time())
+			continue
+		}
+		ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, CallID(p.User, t), firedAt))
+		n++
+	}
+	return n
+}
+
+// stored reads a user's value from the partition's store.
+func (s *Scheduler) stored(table interface{ Get(string) ([]byte, error) }, user string) *pb.UserState {
+	st := &pb.UserState{UserId: user}
+	if table == nil {
+		return st
+	}
+	raw, err := table.Get(user)
+	if err == nil {
+		err = proto.Unmarshal(raw, st)
+	}
+	if err != nil {
+		s.cfg.Logger.Error("read user state", "user", user, "err", err)
+	}
+	return st
+}
+
+func findTask(st *pb.UserState, p punctuation.Pos, fired bool) *pb.Task {
+	match := func(t *pb.Task) bool { return taskPos(p.User, t) == p }
+	for _, t := range st.GetPending() {
+		if match(t) {
+			return t
+		}
+	}
+	if fired {
+		for _, f := range st.GetFired() {
+			if match(f.GetTask()) {
+				return f.GetTask()
+			}
+		}
+	}
+	return nil
+}

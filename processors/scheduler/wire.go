@@ -1,0 +1,157 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/punctuation"
+)
+
+// ParseValue reads what the due index needs from an encoded UserState: the
+// pending and fired follow-ups' task ids and due times, and the fired mark.
+// It runs on every table write, so it reads the wire instead of decoding the
+// whole value; FuzzParseValue checks it against proto.Unmarshal.
+func ParseValue(value []byte) (*punctuation.Value, error) {
+	var (
+		v       = &punctuation.Value{}
+		mark    []byte
+		hasMark bool
+	)
+	err := eachField(value, func(num protowire.Number, typ protowire.Type, b []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case userStatePending:
+			t, err := parseTask(b)
+			if err != nil {
+				return err
+			}
+			v.Pending = append(v.Pending, t)
+		case userStateFired:
+			t, err := parseFired(b)
+			if err != nil {
+				return err
+			}
+			v.Fired = append(v.Fired, t)
+		case userStateFiredThrough:
+			mark = append(mark, b...) // concatenated encodings merge like repeated occurrences
+			hasMark = true
+		}
+		return nil
+	})
+	if err == nil && hasMark {
+		var ft pb.FiredThrough
+		if err = proto.Unmarshal(mark, &ft); err == nil {
+			v.Mark = &punctuation.Mark{
+				Through:    pos(ft.GetThrough()),
+				Staged:     pos(ft.GetStaged()),
+				StagedAt:   ft.GetStagedAt().AsTime().UnixNano(),
+				Checkpoint: pos(ft.GetCheckpoint()),
+				LastTick:   ft.GetTickOffset(),
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decode user state: %w", err)
+	}
+	return v, nil
+}
+
+// Field numbers read by ParseValue (see ivrsched.proto).
+const (
+	userStatePending      = 5 // UserState.pending
+	userStateFired        = 6 // UserState.fired
+	userStateFiredThrough = 7 // UserState.fired_through
+	firedTaskTask         = 1 // FiredTask.task
+	taskTaskID            = 1 // Task.task_id
+	taskDueAt             = 2 // Task.due_at
+	timestampSeconds      = 1
+	timestampNanos        = 2
+)
+
+// parseFired reads FiredTask.task; repeated occurrences merge.
+func parseFired(b []byte) (punctuation.Task, error) {
+	var task []byte
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num == firedTaskTask && typ == protowire.BytesType {
+			task = append(task, v...) // concatenated encodings merge like repeated occurrences
+		}
+		return nil
+	})
+	if err != nil {
+		return punctuation.Task{}, err
+	}
+	return parseTask(task)
+}
+
+// parseTask reads Task.task_id and Task.due_at as proto.Unmarshal would:
+// the last task_id wins, due_at occurrences merge, a missing due time is the
+// zero Timestamp.
+func parseTask(task []byte) (punctuation.Task, error) {
+	var (
+		sec, nsec int64
+		id        string
+	)
+	err := eachField(task, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case taskTaskID:
+			id = string(v)
+		case taskDueAt:
+			return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
+				if typ != protowire.VarintType {
+					return nil
+				}
+				x, _ := protowire.ConsumeVarint(v)
+				switch num {
+				case timestampSeconds:
+					sec = int64(x)
+				case timestampNanos:
+					nsec = int64(int32(x))
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	return punctuation.Task{Due: time.Unix(sec, nsec).UnixNano(), ID: id}, err
+}
+
+// eachField calls fn with every field of a protobuf message: its number,
+// wire type and value bytes (for a varint, the varint itself).
+func eachField(b []byte, fn func(protowire.Number, protowire.Type, []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v []byte
+		switch typ {
+		case protowire.BytesType:
+			m, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return protowire.ParseError(k)
+			}
+			v, n = m, k
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			v = b[:n]
+		}
+		if err := fn(num, typ, v); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package punctuation
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lovoo/goka/storage"
+)
+
+// StorageBuilder wraps inner so that every partition of the table gets a due
+// index fed by its writes. Other topics' storages are returned unwrapped.
+func (p *Punctuator) StorageBuilder(inner storage.Builder) storage.Builder {
+	return func(topic string, part int32) (storage.Storage, error) {
+		st, err := inner(topic, part)
+		if err != nil || topic != p.cfg.Table {
+			return st, err
+		}
+		return &indexed{Storage: st, p: p, part: part}, nil
+	}
+}
+
+// indexed is a table partition's storage that keeps its Index current.
+//
+// While Goka restores the partition (from Open to MarkRecovered) writes are
+// not indexed one by one: MarkRecovered builds the index with one scan of
+// the restored store, which is cheaper than reading each key's old value
+// during a restore of millions of records.
+//
+// After that, the index needs a key's old value to drop its old follow-ups.
+// A callback reads the value (Get) right before it writes it (Set), so the
+// wrapper keeps the last value read; other writes read it from the store.
+type indexed struct {
+	storage.Storage
+	p     *Punctuator
+	part  int32
+	index *Index // nil while restoring
+
+	mu       sync.Mutex
+	lastKey  string
+	lastVal  []byte
+	lastHeld bool
+}
+
+// MarkRecovered builds the index from the restored store: the mark first,
+// so that the scan knows which follow-ups have fired, then every value.
+func (s *indexed) MarkRecovered() error {
+	if err := s.Storage.MarkRecovered(); err != nil {
+		return err
+	}
+	start := time.Now()
+	x := NewIndex(s.p.poke)
+	key := s.p.cfg.MarkKey(s.part)
+	if raw, err := s.Storage.Get(key); err != nil {
+		return fmt.Errorf("index partition %d: %w", s.part, err)
+	} else if raw != nil {
+		x.Update(key, nil, s.parse(key, raw))
+	}
+	n := 0
+	err := scanStore(s.Storage, func(key string, raw []byte) {
+		x.Update(key, nil, s.parse(key, raw))
+		n++
+	})
+	if err != nil {
+		return fmt.Errorf("index partition %d: %w", s.part, err)
+	}
+	s.index = x
+	s.p.cfg.Logger.Info("due index built", "table", s.p.cfg.Table, "partition", s.part, "keys", n, "pending", x.Len(), "took", time.Since(start).Round(time.Millisecond))
+	s.p.register(s.part, x, s.Storage)
+	return nil
+}
+
+func (s *indexed) Close() error {
+	if s.index != nil {
+		s.p.unregister(s.part, s.index)
+	}
+	return s.Storage.Close()
+}
+
+func (s *indexed) Get(key string) ([]byte, error) {
+	v, err := s.Storage.Get(key)
+	if err == nil {
+		s.mu.Lock()
+		s.lastKey, s.lastVal, s.lastHeld = key, v, true
+		s.mu.Unlock()
+	}
+	return v, err
+}
+
+// forget drops the value kept from a read of key, which is about to change.
+func (s *indexed) forget(key string) {
+	s.mu.Lock()
+	if s.lastKey == key {
+		s.lastKey, s.lastVal, s.lastHeld = "", nil, false
+	}
+	s.mu.Unlock()
+}
+
+// previous is key's value before the write about to happen.
+func (s *indexed) previous(key string) *Value {
+	s.mu.Lock()
+	v, held := s.lastVal, s.lastHeld && s.lastKey == key
+	s.lastKey, s.lastVal, s.lastHeld = "", nil, false
+	s.mu.Unlock()
+	if !held {
+		var err error
+		if v, err = s.Storage.Get(key); err != nil {
+			s.p.cfg.Logger.Error("read table value before writing it", "table", s.p.cfg.Table, "partition", s.part, "key", key, "err", err)
+			return nil
+		}
+	}
+	if v == nil {
+		return nil
+	}
+	return s.parse(key, v)
+}
+
+func (s *indexed) Set(key string, value []byte) error {
+	if s.index == nil { // restoring
+		return s.Storage.Set(key, value)
+	}
+	v := s.parse(key, value)
+	var old *Value
+	if v == nil || v.Mark == nil {
+		old = s.previous(key)
+	} else {
+		s.forget(key) // a mark's key holds no follow-ups: its old value is not needed
+	}
+	if err := s.Storage.Set(key, value); err != nil {
+		return err
+	}
+	s.index.Update(key, old, v)
+	return nil
+}
+
+func (s *indexed) Delete(key string) error {
+	if s.index == nil { // restoring
+		return s.Storage.Delete(key)
+	}
+	old := s.previous(key)
+	if err := s.Storage.Delete(key); err != nil {
+		return err
+	}
+	s.index.Update(key, old, nil)
+	return nil
+}
+
+func (s *indexed) parse(key string, value []byte) *Value {
+	v, err := s.p.cfg.Parse(value)
+	if err != nil {
+		s.p.cfg.Logger.Error("unreadable table value, not indexed", "table", s.p.cfg.Table, "partition", s.part, "key", key, "err", err)
+		return nil
+	}
+	return v
+}
