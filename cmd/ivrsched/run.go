@@ -22,7 +22,6 @@ import (
 	"github.com/ivrsched/ivrsched/internal/app"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
-	"github.com/ivrsched/ivrsched/punctuation"
 )
 
 // roleFlags are the flags of the commands that run processors.
@@ -124,7 +123,7 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 	return app.Config{
 		Provider:    prov,
 		Limits:      lim,
-		Punctuation: punctuation.Config{MinGap: r.tickGap},
+		TickGap:     r.tickGap,
 		Kafka:       k,
 		Topics:      r.topics(),
 		DataDir:     r.dataDir,

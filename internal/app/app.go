@@ -30,7 +30,6 @@ import (
 	"github.com/ivrsched/ivrsched/internal/localstore"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
-	"github.com/ivrsched/ivrsched/punctuation"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -45,9 +44,10 @@ type Config struct {
 	// HTTP is the web UI's listen address; empty means no web UI.
 	HTTP string
 
-	Default     scheduler.DefaultFollowUp
-	Limits      scheduler.Limits
-	Punctuation punctuation.Config
+	Default scheduler.DefaultFollowUp
+	Limits  scheduler.Limits
+	// TickGap is the scheduler's shortest time between two ticks of a partition.
+	TickGap     time.Duration
 	Provider    dialer.Provider
 	CallTimeout time.Duration
 
@@ -120,14 +120,14 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		}
 		stores := localstore.New(filepath.Join(cfg.DataDir, "scheduler"), log)
 		s, err := scheduler.New(scheduler.Config{
-			Topics:      cfg.Topics,
-			Storage:     stores.Builder(),
-			Clock:       cfg.Clock,
-			Default:     cfg.Default,
-			Limits:      cfg.Limits,
-			Partitions:  int32(cfg.Kafka.Partitions),
-			Punctuation: cfg.Punctuation,
-			Logger:      log.With("role", "scheduler"),
+			Topics:     cfg.Topics,
+			Storage:    stores.Builder(),
+			Clock:      cfg.Clock,
+			Default:    cfg.Default,
+			Limits:     cfg.Limits,
+			Partitions: int32(cfg.Kafka.Partitions),
+			TickGap:    cfg.TickGap,
+			Logger:     log.With("role", "scheduler"),
 		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), cfg.Clock, log))
 		if err != nil {
 			return err

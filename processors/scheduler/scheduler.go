@@ -58,10 +58,11 @@ type Config struct {
 	ReplayKeep time.Duration
 	// FiredHistory is how many fired follow-ups each user's state remembers.
 	FiredHistory int
-	// Punctuation tunes the ticks; Table, Parse, MarkKey, Send, Clock and Logger are set
-	// by the scheduler.
-	Punctuation punctuation.Config
-	Logger      *slog.Logger
+	// TickGap is the shortest time between two ticks of one partition
+	// (0: the punctuator's default, 2 ms). Longer means fewer tick records
+	// and up to that much more lateness.
+	TickGap time.Duration
+	Logger  *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -130,7 +131,7 @@ func New(cfg Config, send func(partition int32, through punctuation.Pos) error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pc := cfg.Punctuation
+	pc := punctuation.Config{MinGap: cfg.TickGap}
 	pc.Table = string(cfg.Topics.SchedulerTable())
 	pc.Parse = ParseValue
 	keys := topology.TickKeys(max(cfg.Partitions, 1))
