@@ -10,7 +10,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/lovoo/goka"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -31,7 +30,7 @@ const (
 type Writer struct {
 	Topic  goka.Stream
 	Group  goka.Group
-	Clock  clock.Clock
+	Clock  clock.Clock // required: stamps DeadLetter.at
 	Logger *slog.Logger
 
 	counts sync.Map // reason → *atomic.Int64
@@ -43,14 +42,11 @@ func (w *Writer) Edge() goka.Edge { return goka.Output(w.Topic, new(codec.DeadLe
 // Send writes the record being processed to the dead-letter topic. value is
 // the record's value: the bytes of an undecodable record, or the re-encoded
 // message.
-func (w *Writer) Send(ctx goka.Context, reason, detail string, value []byte) {
-	now := time.Now()
-	if w.Clock != nil {
-		now = w.Clock.Now()
-	}
+func (w *Writer) Send(ctx goka.Context, reason Reason, detail string, value []byte) {
+	now := w.Clock.Now()
 	src := fmt.Sprintf("%s/%d/%d", ctx.Topic(), ctx.Partition(), ctx.Offset())
 	dl := &pb.DeadLetter{
-		Reason:          reason,
+		Reason:          string(reason),
 		Detail:          detail,
 		Group:           string(w.Group),
 		SourceTopic:     string(ctx.Topic()),
@@ -76,7 +72,7 @@ func (w *Writer) Send(ctx goka.Context, reason, detail string, value []byte) {
 	headers[HeaderSource] = []byte(src)
 	ctx.Emit(w.Topic, ctx.Key(), dl, goka.WithCtxEmitHeaders(headers))
 
-	c, _ := w.counts.LoadOrStore(reason, new(atomic.Int64))
+	c, _ := w.counts.LoadOrStore(string(reason), new(atomic.Int64))
 	n := c.(*atomic.Int64).Add(1)
 	if w.Logger != nil {
 		w.Logger.Warn("dead letter", "reason", reason, "detail", detail, "source", src, "key", ctx.Key(), "reason_total", n)

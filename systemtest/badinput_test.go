@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/processors/scheduler"
+	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -26,7 +26,7 @@ type rawRecord struct {
 	key       string
 	value     []byte
 	partition int32
-	reason    scheduler.Reason // expected dead-letter reason; "" for a valid record
+	reason    deadletter.Reason // expected dead-letter reason; "" for a valid record
 }
 
 // partitioners a producer might have used, by name.
@@ -97,55 +97,55 @@ func TestBadInput(t *testing.T) {
 		return &pb.FollowUp{TaskId: "t", When: &pb.FollowUp_DueAt{DueAt: timestamppb.New(t)}}
 	}
 	kinds := []struct {
-		reason scheduler.Reason
+		reason deadletter.Reason
 		make   func(user string) (key string, value []byte)
 	}{
-		{scheduler.ReasonUndecodable, func(u string) (string, []byte) { return u, []byte{0xff, 0xff, 0x01, 0x02} }},
-		{scheduler.ReasonUnknownCommand, func(u string) (string, []byte) {
+		{deadletter.ReasonUndecodable, func(u string) (string, []byte) { return u, []byte{0xff, 0xff, 0x01, 0x02} }},
+		{deadletter.ReasonUnknownCommand, func(u string) (string, []byte) {
 			// A command case from a newer producer: field 99, unknown here.
 			b := marshal(t, &pb.Command{UserId: u, RequestedAt: issued})
 			b = protowire.AppendTag(b, 99, protowire.BytesType)
 			return u, protowire.AppendBytes(b, []byte("future"))
 		}},
-		{scheduler.ReasonMissingUserID, func(string) (string, []byte) {
+		{deadletter.ReasonMissingUserID, func(string) (string, []byte) {
 			return "", marshal(t, onboard("", &pb.Onboard{Phone: "+14155550100"}))
 		}},
-		{scheduler.ReasonKeyMismatch, func(u string) (string, []byte) {
+		{deadletter.ReasonKeyMismatch, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u+"-other", &pb.Onboard{Phone: "+14155550100"}))
 		}},
-		{scheduler.ReasonMissingPhone, func(u string) (string, []byte) { return u, marshal(t, onboard(u, &pb.Onboard{})) }},
-		{scheduler.ReasonInvalidPhone, func(u string) (string, []byte) {
+		{deadletter.ReasonMissingPhone, func(u string) (string, []byte) { return u, marshal(t, onboard(u, &pb.Onboard{})) }},
+		{deadletter.ReasonInvalidPhone, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "0049 151 1234"}))
 		}},
-		{scheduler.ReasonUnknownTimeZone, func(u string) (string, []byte) {
+		{deadletter.ReasonUnknownTimeZone, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", TimeZone: "Europe/Atlantis"}))
 		}},
-		{scheduler.ReasonNegativeDelay, func(u string) (string, []byte) {
+		{deadletter.ReasonNegativeDelay, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(-time.Minute)}}))
 		}},
-		{scheduler.ReasonDelayTooLong, func(u string) (string, []byte) {
+		{deadletter.ReasonDelayTooLong, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(401 * 24 * time.Hour)}}))
 		}},
-		{scheduler.ReasonDueTooFarPast, func(u string) (string, []byte) {
+		{deadletter.ReasonDueTooFarPast, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{dueAt(now.Add(-48 * time.Hour))}}))
 		}},
-		{scheduler.ReasonDueTooFarFuture, func(u string) (string, []byte) {
+		{deadletter.ReasonDueTooFarFuture, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{dueAt(now.Add(500 * 24 * time.Hour))}}))
 		}},
-		{scheduler.ReasonMissingTaskID, func(u string) (string, []byte) {
+		{deadletter.ReasonMissingTaskID, func(u string) (string, []byte) {
 			return u, marshal(t, &pb.Command{UserId: u, RequestedAt: issued, Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{When: &pb.Reschedule_Delay{Delay: durationpb.New(time.Minute)}}}})
 		}},
-		{scheduler.ReasonDuplicateTaskID, func(u string) (string, []byte) {
+		{deadletter.ReasonDuplicateTaskID, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(time.Hour), delay(2 * time.Hour)}}))
 		}},
-		{scheduler.ReasonMissingWhen, func(u string) (string, []byte) {
+		{deadletter.ReasonMissingWhen, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{{TaskId: "t"}}}))
 		}},
-		{scheduler.ReasonReservedUserID, func(u string) (string, []byte) {
+		{deadletter.ReasonReservedUserID, func(u string) (string, []byte) {
 			k := topology.ReservedPrefix + u
 			return k, marshal(t, onboard(k, &pb.Onboard{Phone: "+14155550100"}))
 		}},
-		{scheduler.ReasonPayloadTooLarge, func(u string) (string, []byte) {
+		{deadletter.ReasonPayloadTooLarge, func(u string) (string, []byte) {
 			f := delay(time.Hour)
 			f.Payload = make([]byte, 17<<10)
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{f}}))
@@ -176,7 +176,7 @@ func TestBadInput(t *testing.T) {
 	r.check(t)
 
 	// Every bad record is a dead letter with the right reason and its source.
-	wantReason := map[string]scheduler.Reason{}
+	wantReason := map[string]deadletter.Reason{}
 	for _, rec := range recs {
 		if rec.reason != "" && rec.key != "" {
 			wantReason[rec.key] = rec.reason
@@ -196,7 +196,7 @@ func TestBadInput(t *testing.T) {
 		if w, ok := wantReason[string(m.Key)]; ok && string(w) != dl.GetReason() {
 			t.Fatalf("record %q: reason %s, want %s (%s)", m.Key, dl.GetReason(), w, dl.GetDetail())
 		}
-		if !has(wantReason, string(m.Key)) && dl.GetReason() != string(scheduler.ReasonMissingUserID) {
+		if !has(wantReason, string(m.Key)) && dl.GetReason() != string(deadletter.ReasonMissingUserID) {
 			t.Fatalf("unexpected dead letter %q: %s %s", m.Key, dl.GetReason(), dl.GetDetail())
 		}
 		byReason[dl.GetReason()]++
@@ -220,7 +220,7 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func has(m map[string]scheduler.Reason, k string) bool { _, found := m[k]; return found }
+func has(m map[string]deadletter.Reason, k string) bool { _, found := m[k]; return found }
 
 func marshal(t *testing.T, m proto.Message) []byte {
 	t.Helper()

@@ -155,12 +155,12 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 	case !ok:
 		d.Stats.Invalid.Add(1)
 		u, _ := msg.(*codec.Undecodable)
-		d.dlq.Send(ctx, "undecodable", fmt.Sprint(msg), u.GetData())
+		d.dlq.Send(ctx, deadletter.ReasonUndecodable, fmt.Sprint(msg), u.GetData())
 		return
 	case call.GetCallId() == "":
 		d.Stats.Invalid.Add(1)
 		b, _ := proto.Marshal(call)
-		d.dlq.Send(ctx, "missing_call_id", "an IVRCall needs a call id", b)
+		d.dlq.Send(ctx, deadletter.ReasonMissingCallID, "an IVRCall needs a call id", b)
 		return
 	}
 	st, _ := ctx.Value().(*pb.DialerState)

@@ -16,42 +16,19 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/topology"
-)
-
-// Reason says why a command was rejected; it is the dead letter's reason code.
-type Reason string
-
-// The reasons a record is rejected.
-const (
-	ReasonUndecodable      Reason = "undecodable"
-	ReasonUnknownCommand   Reason = "unknown_command"
-	ReasonMissingUserID    Reason = "missing_user_id"
-	ReasonKeyMismatch      Reason = "key_mismatch"
-	ReasonMissingPhone     Reason = "missing_phone"
-	ReasonInvalidPhone     Reason = "invalid_phone"
-	ReasonUnknownTimeZone  Reason = "unknown_time_zone"
-	ReasonNegativeDelay    Reason = "negative_delay"
-	ReasonDelayTooLong     Reason = "delay_too_long"
-	ReasonDueTooFarPast    Reason = "due_too_far_past"
-	ReasonDueTooFarFuture  Reason = "due_too_far_future"
-	ReasonMissingTaskID    Reason = "missing_task_id"
-	ReasonDuplicateTaskID  Reason = "duplicate_task_id"
-	ReasonMissingWhen      Reason = "missing_when"
-	ReasonPayloadTooLarge  Reason = "payload_too_large"
-	ReasonMisroutedForward Reason = "misrouted_after_forward"
-	ReasonReservedUserID   Reason = "reserved_user_id"
 )
 
 // RejectError is a command the scheduler cannot accept, with its reason.
 type RejectError struct {
-	Reason Reason
+	Reason deadletter.Reason
 	Detail string
 }
 
 func (e *RejectError) Error() string { return fmt.Sprintf("%s: %s", e.Reason, e.Detail) }
 
-func reject(r Reason, format string, args ...any) *RejectError {
+func reject(r deadletter.Reason, format string, args ...any) *RejectError {
 	return &RejectError{Reason: r, Detail: fmt.Sprintf(format, args...)}
 }
 
@@ -114,14 +91,14 @@ func Validate(key string, cmd *pb.Command, issued time.Time, lim Limits) (string
 	user := cmd.GetUserId()
 	switch {
 	case user == "" && key == "":
-		return "", reject(ReasonMissingUserID, "no user id in key or value")
+		return "", reject(deadletter.ReasonMissingUserID, "no user id in key or value")
 	case user == "":
 		user = key
 	case key != user:
-		return "", reject(ReasonKeyMismatch, "record key %q differs from user id %q", key, user)
+		return "", reject(deadletter.ReasonKeyMismatch, "record key %q differs from user id %q", key, user)
 	}
 	if strings.HasPrefix(user, topology.ReservedPrefix) {
-		return "", reject(ReasonReservedUserID, "user id %q starts with %q, which is reserved", user, topology.ReservedPrefix)
+		return "", reject(deadletter.ReasonReservedUserID, "user id %q starts with %q, which is reserved", user, topology.ReservedPrefix)
 	}
 	switch c := cmd.GetCommand().(type) {
 	case *pb.Command_Onboard:
@@ -131,24 +108,24 @@ func Validate(key string, cmd *pb.Command, issued time.Time, lim Limits) (string
 	case *pb.Command_Reschedule:
 		r := c.Reschedule
 		if r.GetTaskId() == "" {
-			return user, reject(ReasonMissingTaskID, "reschedule needs a task id")
+			return user, reject(deadletter.ReasonMissingTaskID, "reschedule needs a task id")
 		}
 		if r.GetWhen() == nil {
-			return user, reject(ReasonMissingWhen, "task %q has neither delay nor due_at", r.GetTaskId())
+			return user, reject(deadletter.ReasonMissingWhen, "task %q has neither delay nor due_at", r.GetTaskId())
 		}
 		return user, checkDue(r.GetTaskId(), r.GetDelay(), r.GetDueAt(), issued, issued, lim)
 	default:
-		return user, reject(ReasonUnknownCommand, "no known command case (a newer producer?)")
+		return user, reject(deadletter.ReasonUnknownCommand, "no known command case (a newer producer?)")
 	}
 }
 
 func validateOnboard(o *pb.Onboard, issued time.Time, lim Limits) error {
 	if o.GetPhone() != "" && !e164.MatchString(o.GetPhone()) {
-		return reject(ReasonInvalidPhone, "phone %q is not E.164 (like +14155550123)", o.GetPhone())
+		return reject(deadletter.ReasonInvalidPhone, "phone %q is not E.164 (like +14155550123)", o.GetPhone())
 	}
 	if tz := o.GetTimeZone(); tz != "" {
 		if err := checkZone(tz); err != nil {
-			return reject(ReasonUnknownTimeZone, "time zone %q: %v", tz, err)
+			return reject(deadletter.ReasonUnknownTimeZone, "time zone %q: %v", tz, err)
 		}
 	}
 	base := issued
@@ -159,17 +136,17 @@ func validateOnboard(o *pb.Onboard, issued time.Time, lim Limits) error {
 	for i, f := range o.GetFollowUps() {
 		id := taskID(f, i)
 		if seen[id] {
-			return reject(ReasonDuplicateTaskID, "task id %q appears twice in one command (across commands a task id is upserted)", id)
+			return reject(deadletter.ReasonDuplicateTaskID, "task id %q appears twice in one command (across commands a task id is upserted)", id)
 		}
 		seen[id] = true
 		if f.GetWhen() == nil {
-			return reject(ReasonMissingWhen, "task %q has neither delay nor due_at", id)
+			return reject(deadletter.ReasonMissingWhen, "task %q has neither delay nor due_at", id)
 		}
 		if err := checkDue(id, f.GetDelay(), f.GetDueAt(), base, issued, lim); err != nil {
 			return err
 		}
 		if lim.MaxPayload > 0 && len(f.GetPayload()) > lim.MaxPayload {
-			return reject(ReasonPayloadTooLarge, "task %q payload is %d bytes, limit %d", id, len(f.GetPayload()), lim.MaxPayload)
+			return reject(deadletter.ReasonPayloadTooLarge, "task %q payload is %d bytes, limit %d", id, len(f.GetPayload()), lim.MaxPayload)
 		}
 	}
 	return nil
@@ -183,9 +160,9 @@ func checkDue(task string, delay *durationpb.Duration, at *timestamppb.Timestamp
 		d := delay.AsDuration()
 		switch {
 		case d < 0:
-			return reject(ReasonNegativeDelay, "task %q has delay %v", task, d)
+			return reject(deadletter.ReasonNegativeDelay, "task %q has delay %v", task, d)
 		case lim.MaxDelay > 0 && d > lim.MaxDelay:
-			return reject(ReasonDelayTooLong, "task %q has delay %v, limit %v", task, d, lim.MaxDelay)
+			return reject(deadletter.ReasonDelayTooLong, "task %q has delay %v, limit %v", task, d, lim.MaxDelay)
 		}
 		due = base.Add(d)
 	} else {
@@ -193,9 +170,9 @@ func checkDue(task string, delay *durationpb.Duration, at *timestamppb.Timestamp
 	}
 	switch {
 	case lim.MaxDelay > 0 && due.Sub(issued) > lim.MaxDelay:
-		return reject(ReasonDueTooFarFuture, "task %q is due %s, more than %v after the command", task, due.Format(time.RFC3339), lim.MaxDelay)
+		return reject(deadletter.ReasonDueTooFarFuture, "task %q is due %s, more than %v after the command", task, due.Format(time.RFC3339), lim.MaxDelay)
 	case lim.PastDue == PastDueReject && lim.MaxPast > 0 && issued.Sub(due) > lim.MaxPast:
-		return reject(ReasonDueTooFarPast, "task %q was due %s, more than %v before the command", task, due.Format(time.RFC3339), lim.MaxPast)
+		return reject(deadletter.ReasonDueTooFarPast, "task %q was due %s, more than %v before the command", task, due.Format(time.RFC3339), lim.MaxPast)
 	}
 	return nil
 }
@@ -218,7 +195,7 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 	s.Stats.Commands.Add(1)
 	cmd, ok := msg.(*pb.Command)
 	if !ok {
-		s.rejectRecord(ctx, msg, reject(ReasonUndecodable, "%v", undecodable(msg)))
+		s.rejectRecord(ctx, msg, reject(deadletter.ReasonUndecodable, "%v", undecodable(msg)))
 		return
 	}
 	issued := IssuedAt(cmd, ctx.Timestamp())
@@ -228,7 +205,7 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 	}
 	if s.misrouted(ctx) {
 		if _, again := ctx.Headers()[HeaderForwarded]; again {
-			s.rejectRecord(ctx, cmd, reject(ReasonMisroutedForward, "forwarded record is on partition %d, its key belongs on %d: partition counts differ?",
+			s.rejectRecord(ctx, cmd, reject(deadletter.ReasonMisroutedForward, "forwarded record is on partition %d, its key belongs on %d: partition counts differ?",
 				ctx.Partition(), topology.Partition(ctx.Key(), s.cfg.Partitions)))
 			return
 		}
@@ -290,10 +267,10 @@ func undecodable(msg any) any {
 // rejectRecord sends the record being processed to the dead-letter topic.
 func (s *Scheduler) rejectRecord(ctx goka.Context, msg any, err error) {
 	s.Stats.Invalid.Add(1)
-	reason, detail := string(ReasonUndecodable), err.Error()
+	reason, detail := deadletter.ReasonUndecodable, err.Error()
 	var re *RejectError
 	if errors.As(err, &re) {
-		reason, detail = string(re.Reason), re.Detail
+		reason, detail = re.Reason, re.Detail
 	}
 	s.dlq.Send(ctx, reason, detail, rawValue(msg))
 }
@@ -317,7 +294,7 @@ func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, issued time.Time) e
 		st.Phone = o.GetPhone()
 	}
 	if st.GetPhone() == "" {
-		return reject(ReasonMissingPhone, "user %q has no phone number", st.GetUserId())
+		return reject(deadletter.ReasonMissingPhone, "user %q has no phone number", st.GetUserId())
 	}
 	if o.GetTimeZone() != "" {
 		st.TimeZone = o.GetTimeZone()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/punctuation"
 	"github.com/ivrsched/ivrsched/topology"
@@ -395,7 +396,7 @@ func TestBadCommandsGoToTheDeadLetterTopic(t *testing.T) {
 	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+4915112345678", TimeZone: "Mars/Olympus"}}})
 	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+4915112345678", FollowUps: []*pb.FollowUp{delay("a", -time.Second)}}}})
 	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{FollowUps: []*pb.FollowUp{delay("a", time.Second)}}}})
-	want := []Reason{ReasonUndecodable, ReasonKeyMismatch, ReasonUnknownCommand, ReasonInvalidPhone, ReasonUnknownTimeZone, ReasonNegativeDelay, ReasonMissingPhone}
+	want := []deadletter.Reason{deadletter.ReasonUndecodable, deadletter.ReasonKeyMismatch, deadletter.ReasonUnknownCommand, deadletter.ReasonInvalidPhone, deadletter.ReasonUnknownTimeZone, deadletter.ReasonNegativeDelay, deadletter.ReasonMissingPhone}
 	dls := h.deadLetters()
 	if len(dls) != len(want) || h.s.Stats.Invalid.Load() != int64(len(want)) {
 		t.Fatalf("%d dead letters (invalid %d), want %d: %v", len(dls), h.s.Stats.Invalid.Load(), len(want), dls)
@@ -415,7 +416,7 @@ func TestBadCommandsGoToTheDeadLetterTopic(t *testing.T) {
 	if h.state("u1") != nil {
 		t.Fatal("a rejected command wrote state")
 	}
-	if got := h.s.DeadLetters()[string(ReasonUndecodable)]; got != 1 {
+	if got := h.s.DeadLetters()[string(deadletter.ReasonUndecodable)]; got != 1 {
 		t.Fatalf("dead letter count for undecodable: %d", got)
 	}
 	// The pipeline goes on.
@@ -430,7 +431,7 @@ func TestUndecodableTickGoesToTheDeadLetterTopicAndStillFires(t *testing.T) {
 	h.clk.Set(t0.Add(time.Second))
 	h.tt.Consume(string(h.topics.Ticks), tickKey, &codec.Undecodable{Data: []byte{0xff}})
 	dls := h.deadLetters()
-	if len(dls) != 1 || dls[0].GetReason() != string(ReasonUndecodable) || dls[0].GetSourceTopic() != string(h.topics.Ticks) {
+	if len(dls) != 1 || dls[0].GetReason() != string(deadletter.ReasonUndecodable) || dls[0].GetSourceTopic() != string(h.topics.Ticks) {
 		t.Fatalf("dead letters %v", dls)
 	}
 	h.expectCalls("a")
@@ -461,7 +462,7 @@ func TestMisroutedCommandIsForwardedOnce(t *testing.T) {
 		t.Fatalf("forwarded record: ok %v headers %v value %v; want the header and the original issue time", ok, hdr, v)
 	}
 	dls := h.deadLetters()
-	if len(dls) != 1 || dls[0].GetReason() != string(ReasonMisroutedForward) {
+	if len(dls) != 1 || dls[0].GetReason() != string(deadletter.ReasonMisroutedForward) {
 		t.Fatalf("dead letters %v", dls)
 	}
 	if h.state(key) != nil {
@@ -480,7 +481,7 @@ func TestLimits(t *testing.T) {
 	h.send("u1", ob(at("a", t0.Add(49*time.Hour))))
 	h.send("u1", ob(at("a", t0.Add(-2*time.Hour))))
 	h.send("u1", ob(&pb.FollowUp{TaskId: "a", When: &pb.FollowUp_Delay{Delay: durationpb.New(time.Hour)}, Payload: make([]byte, 9)}))
-	want := []Reason{ReasonDelayTooLong, ReasonDueTooFarFuture, ReasonDueTooFarPast, ReasonPayloadTooLarge}
+	want := []deadletter.Reason{deadletter.ReasonDelayTooLong, deadletter.ReasonDueTooFarFuture, deadletter.ReasonDueTooFarPast, deadletter.ReasonPayloadTooLarge}
 	dls := h.deadLetters()
 	if len(dls) != len(want) {
 		t.Fatalf("dead letters %v", dls)
@@ -510,23 +511,23 @@ func TestValidateReasons(t *testing.T) {
 	cases := []struct {
 		key  string
 		cmd  *pb.Command
-		want Reason
+		want deadletter.Reason
 	}{
-		{"", &pb.Command{}, ReasonMissingUserID},
-		{"a", &pb.Command{UserId: "b"}, ReasonKeyMismatch},
-		{tickKey, &pb.Command{}, ReasonReservedUserID},
-		{"u", &pb.Command{UserId: "u"}, ReasonUnknownCommand},
-		{"u", onb(&pb.Onboard{Phone: "+0123"}), ReasonInvalidPhone},
-		{"u", onb(&pb.Onboard{TimeZone: "Nowhere/City"}), ReasonUnknownTimeZone},
-		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", -1)}}), ReasonNegativeDelay},
-		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", 401*24*time.Hour)}}), ReasonDelayTooLong},
-		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{at("x", t0.Add(401*24*time.Hour))}}), ReasonDueTooFarFuture},
-		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{at("x", t0.Add(-25*time.Hour))}}), ReasonDueTooFarPast},
-		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{{TaskId: "x"}}}), ReasonMissingWhen},
-		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{{TaskId: "x", When: &pb.FollowUp_Delay{Delay: durationpb.New(1)}, Payload: make([]byte, 16<<10+1)}}}), ReasonPayloadTooLarge},
-		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", 1), delay("x", 2)}}), ReasonDuplicateTaskID},
-		{"u", &pb.Command{UserId: "u", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{}}}, ReasonMissingTaskID},
-		{"u", &pb.Command{UserId: "u", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{TaskId: "x"}}}, ReasonMissingWhen},
+		{"", &pb.Command{}, deadletter.ReasonMissingUserID},
+		{"a", &pb.Command{UserId: "b"}, deadletter.ReasonKeyMismatch},
+		{tickKey, &pb.Command{}, deadletter.ReasonReservedUserID},
+		{"u", &pb.Command{UserId: "u"}, deadletter.ReasonUnknownCommand},
+		{"u", onb(&pb.Onboard{Phone: "+0123"}), deadletter.ReasonInvalidPhone},
+		{"u", onb(&pb.Onboard{TimeZone: "Nowhere/City"}), deadletter.ReasonUnknownTimeZone},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", -1)}}), deadletter.ReasonNegativeDelay},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", 401*24*time.Hour)}}), deadletter.ReasonDelayTooLong},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{at("x", t0.Add(401*24*time.Hour))}}), deadletter.ReasonDueTooFarFuture},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{at("x", t0.Add(-25*time.Hour))}}), deadletter.ReasonDueTooFarPast},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{{TaskId: "x"}}}), deadletter.ReasonMissingWhen},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{{TaskId: "x", When: &pb.FollowUp_Delay{Delay: durationpb.New(1)}, Payload: make([]byte, 16<<10+1)}}}), deadletter.ReasonPayloadTooLarge},
+		{"u", onb(&pb.Onboard{FollowUps: []*pb.FollowUp{delay("x", 1), delay("x", 2)}}), deadletter.ReasonDuplicateTaskID},
+		{"u", &pb.Command{UserId: "u", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{}}}, deadletter.ReasonMissingTaskID},
+		{"u", &pb.Command{UserId: "u", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{TaskId: "x"}}}, deadletter.ReasonMissingWhen},
 	}
 	for _, c := range cases {
 		_, err := Validate(c.key, c.cmd, t0, DefaultLimits())

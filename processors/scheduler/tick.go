@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/punctuation"
 )
 
@@ -24,7 +25,7 @@ import (
 func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 	tick, ok := msg.(*pb.Tick)
 	if !ok {
-		s.rejectRecord(ctx, msg, reject(ReasonUndecodable, "tick: %v", undecodable(msg)))
+		s.rejectRecord(ctx, msg, reject(deadletter.ReasonUndecodable, "tick: %v", undecodable(msg)))
 	}
 	part := ctx.Partition()
 	defer s.punct.Ticked(part)

@@ -1,0 +1,29 @@
+package deadletter
+
+// Reason says why a processor rejected a record: the dead letter's reason
+// code (DeadLetter.reason and the ivrsched-dlq-reason header). Both
+// processors use this one set.
+type Reason string
+
+// The reasons a record is rejected. The scheduler rejects commands and
+// ticks; the dialer rejects calls (ReasonUndecodable, ReasonMissingCallID).
+const (
+	ReasonUndecodable      Reason = "undecodable"
+	ReasonUnknownCommand   Reason = "unknown_command"
+	ReasonMissingUserID    Reason = "missing_user_id"
+	ReasonKeyMismatch      Reason = "key_mismatch"
+	ReasonMissingPhone     Reason = "missing_phone"
+	ReasonInvalidPhone     Reason = "invalid_phone"
+	ReasonUnknownTimeZone  Reason = "unknown_time_zone"
+	ReasonNegativeDelay    Reason = "negative_delay"
+	ReasonDelayTooLong     Reason = "delay_too_long"
+	ReasonDueTooFarPast    Reason = "due_too_far_past"
+	ReasonDueTooFarFuture  Reason = "due_too_far_future"
+	ReasonMissingTaskID    Reason = "missing_task_id"
+	ReasonDuplicateTaskID  Reason = "duplicate_task_id"
+	ReasonMissingWhen      Reason = "missing_when"
+	ReasonPayloadTooLarge  Reason = "payload_too_large"
+	ReasonMisroutedForward Reason = "misrouted_after_forward"
+	ReasonReservedUserID   Reason = "reserved_user_id"
+	ReasonMissingCallID    Reason = "missing_call_id"
+)
