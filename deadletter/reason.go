@@ -26,4 +26,8 @@ const (
 	ReasonMisroutedForward Reason = "misrouted_after_forward"
 	ReasonReservedUserID   Reason = "reserved_user_id"
 	ReasonMissingCallID    Reason = "missing_call_id"
+	// The scheduler's stored value of the user does not decode: the
+	// command is not applied (a Forget still erases the user), or a due
+	// follow-up of the user cannot be called (see docs/design.md).
+	ReasonUnreadableState Reason = "unreadable_state"
 )

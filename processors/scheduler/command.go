@@ -212,13 +212,18 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 		s.forward(ctx, cmd, issued)
 		return
 	}
-	st := s.state(ctx)
+	st, first, err := s.state(ctx)
+	if err != nil {
+		// The stored bytes stay as they are; a Forget still erases them.
+		s.rejectRecord(ctx, cmd, err)
+		return
+	}
 	// What ticks fired is recorded first, so that a late cancel or
 	// reschedule of it is reported as too late.
 	changed := s.settle(ctx, st, false)
 	switch c := cmd.GetCommand().(type) {
 	case *pb.Command_Onboard:
-		if err := s.onboard(st, c.Onboard, issued); err != nil {
+		if err := s.onboard(st, c.Onboard, issued, first); err != nil {
 			s.rejectRecord(ctx, cmd, err)
 			return
 		}
@@ -288,7 +293,10 @@ func rawValue(msg any) []byte {
 	return nil
 }
 
-func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, issued time.Time) error {
+// onboard applies an Onboard to the user's value. first is a user with no
+// value yet: only then does an Onboard without follow-ups get the default
+// follow-up (a later one updates the phone or time zone and calls no one).
+func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, issued time.Time, first bool) error {
 	base := issued
 	if o.GetPhone() != "" {
 		st.Phone = o.GetPhone()
@@ -304,7 +312,7 @@ func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, issued time.Time) e
 		base = o.GetOnboardedAt().AsTime()
 	}
 	follow := o.GetFollowUps()
-	if len(follow) == 0 {
+	if len(follow) == 0 && first {
 		d := s.cfg.Default
 		follow = []*pb.FollowUp{{TaskId: d.TaskID, When: &pb.FollowUp_Delay{Delay: durationpb.New(d.Delay)}, Action: d.Action}}
 		// An old onboarded_at can put the default follow-up out of bounds.

@@ -50,7 +50,7 @@ func FuzzValidate(f *testing.F) {
 		}
 		s := &Scheduler{cfg: Config{Default: DefaultFollowUp{TaskID: "d", Delay: time.Hour}, Limits: lim}}
 		st := &pb.UserState{UserId: user, Phone: "+14155550123"}
-		if err := s.onboard(st, o, issued); err != nil {
+		if err := s.onboard(st, o, issued, true); err != nil {
 			if _, ok := err.(*RejectError); !ok {
 				t.Fatalf("onboard: %v", err)
 			}

@@ -207,15 +207,17 @@ func TickSender(em *goka.Emitter, partitions int32, clk clock.Clock, log *slog.L
 	}
 }
 
-// state returns the user's table value, or a new one.
-func (s *Scheduler) state(ctx goka.Context) *pb.UserState {
+// state returns the user's table value, or a new one (first). A stored
+// value that does not decode is an error: the command is dead-lettered and
+// the value kept, rather than replaced by an empty one.
+func (s *Scheduler) state(ctx goka.Context) (st *pb.UserState, first bool, err error) {
 	switch v := ctx.Value().(type) {
 	case *pb.UserState:
-		return v
+		return v, false, nil
 	case *codec.Undecodable:
-		s.cfg.Logger.Error("unreadable user state, starting afresh", "user", ctx.Key(), "err", v.Err)
+		return nil, false, reject(deadletter.ReasonUnreadableState, "the stored value of user %q does not decode (%v); it is kept as it is, a Forget erases it", ctx.Key(), v.Err)
 	}
-	return &pb.UserState{UserId: ctx.Key()}
+	return &pb.UserState{UserId: ctx.Key()}, true, nil
 }
 
 // sortPending orders pending follow-ups by due time, then task id.

@@ -354,6 +354,31 @@ func TestDefaultFollowUp(t *testing.T) {
 	}
 }
 
+// An Onboard without follow-ups for a user that exists (a phone or time
+// zone update) schedules nothing: the default follow-up is for a user's
+// first onboarding only, whether the first one fired or is still pending.
+func TestOnboardUpdateDoesNotCallAgain(t *testing.T) {
+	h := newHarness(t)
+	h.onboard("u1")
+	h.tickAt(time.Minute)
+	first := h.expectCalls("followup-1")[0]
+
+	h.clk.Set(t0.Add(2 * time.Minute))
+	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+4915112345679"}}})
+	h.tickAt(time.Hour)
+	h.expectCalls()
+	st := h.state("u1")
+	if len(st.GetPending()) != 0 || len(st.GetFired()) != 1 || st.GetFired()[0].GetCallId() != first.GetCallId() || st.GetPhone() != "+4915112345679" {
+		t.Fatalf("state after update %v", st)
+	}
+
+	h.onboard("u2")
+	h.send("u2", &pb.Command{UserId: "u2", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{TimeZone: "America/New_York"}}})
+	if st := h.state("u2"); len(st.GetPending()) != 1 || st.GetTimeZone() != "America/New_York" {
+		t.Fatalf("state after update %v", st)
+	}
+}
+
 func TestOnboardUpsertsByTaskID(t *testing.T) {
 	h := newHarness(t)
 	h.onboard("u1", delay("a", time.Minute), delay("b", time.Minute))
@@ -423,6 +448,25 @@ func TestBadCommandsGoToTheDeadLetterTopic(t *testing.T) {
 	h.onboard("u1", delay("a", time.Second))
 	h.tickAt(time.Second)
 	h.expectCalls("a")
+}
+
+// A stored value that does not decode is kept: the user's commands go to the
+// dead-letter topic instead of replacing it with an empty value.
+func TestUnreadableStateIsKeptAndCommandsDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	bad := []byte{0x0a, 0x02, 0xff, 0xfe} // user_id with invalid UTF-8
+	h.tt.SetTableValue(h.topics.SchedulerTable(), "u1", &codec.Undecodable{Data: bad})
+	h.onboard("u1", delay("a", time.Second))
+	dls := h.deadLetters()
+	if len(dls) != 1 || dls[0].GetReason() != string(deadletter.ReasonUnreadableState) {
+		t.Fatalf("dead letters %v", dls)
+	}
+	u, ok := h.tt.TableValue(h.topics.SchedulerTable(), "u1").(*codec.Undecodable)
+	if !ok || string(u.Data) != string(bad) {
+		t.Fatalf("stored value %v, want the original bytes kept", h.tt.TableValue(h.topics.SchedulerTable(), "u1"))
+	}
+	h.tickAt(time.Hour)
+	h.expectCalls()
 }
 
 func TestUndecodableTickGoesToTheDeadLetterTopicAndStillFires(t *testing.T) {
