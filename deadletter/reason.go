@@ -25,7 +25,12 @@ const (
 	ReasonPayloadTooLarge  Reason = "payload_too_large"
 	ReasonMisroutedForward Reason = "misrouted_after_forward"
 	ReasonReservedUserID   Reason = "reserved_user_id"
-	ReasonMissingCallID    Reason = "missing_call_id"
+	// A time outside the range the scheduler accepts (scheduler.MinTime to
+	// MaxTime), or an invalid protobuf timestamp.
+	ReasonTimeOutOfRange Reason = "time_out_of_range"
+	// requested_at further from the record timestamp than --max-skew.
+	ReasonRequestedAtSkew Reason = "requested_at_skew"
+	ReasonMissingCallID   Reason = "missing_call_id"
 	// The scheduler's stored value of the user does not decode: the
 	// command is not applied (a Forget still erases the user), or a due
 	// follow-up of the user cannot be called (see docs/design.md).

@@ -27,6 +27,7 @@ type rawRecord struct {
 	value     []byte
 	partition int32
 	reason    deadletter.Reason // expected dead-letter reason; "" for a valid record
+	timestamp time.Time         // the record timestamp the producer writes; zero: now
 }
 
 // partitioners a producer might have used, by name.
@@ -96,66 +97,81 @@ func TestBadInput(t *testing.T) {
 	dueAt := func(t time.Time) *pb.FollowUp {
 		return &pb.FollowUp{TaskId: "t", When: &pb.FollowUp_DueAt{DueAt: timestamppb.New(t)}}
 	}
+	// A forged clock: requested_at and the record timestamp 300 days ahead,
+	// a 300-day delay. Trusted, it would pass --max-delay (400 days); the
+	// onboarding topic takes the broker's time (LogAppendTime), so the
+	// skew shows.
+	forged := now.Add(300 * 24 * time.Hour)
 	kinds := []struct {
-		reason deadletter.Reason
-		make   func(user string) (key string, value []byte)
+		reason    deadletter.Reason
+		make      func(user string) (key string, value []byte)
+		timestamp time.Time
 	}{
-		{deadletter.ReasonUndecodable, func(u string) (string, []byte) { return u, []byte{0xff, 0xff, 0x01, 0x02} }},
+		{deadletter.ReasonUndecodable, func(u string) (string, []byte) { return u, []byte{0xff, 0xff, 0x01, 0x02} }, time.Time{}},
 		{deadletter.ReasonUnknownCommand, func(u string) (string, []byte) {
 			// A command case from a newer producer: field 99, unknown here.
 			b := marshal(t, &pb.Command{UserId: u, RequestedAt: issued})
 			b = protowire.AppendTag(b, 99, protowire.BytesType)
 			return u, protowire.AppendBytes(b, []byte("future"))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonMissingUserID, func(string) (string, []byte) {
 			return "", marshal(t, onboard("", &pb.Onboard{Phone: "+14155550100"}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonKeyMismatch, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u+"-other", &pb.Onboard{Phone: "+14155550100"}))
-		}},
-		{deadletter.ReasonMissingPhone, func(u string) (string, []byte) { return u, marshal(t, onboard(u, &pb.Onboard{})) }},
+		}, time.Time{}},
+		{deadletter.ReasonMissingPhone, func(u string) (string, []byte) { return u, marshal(t, onboard(u, &pb.Onboard{})) }, time.Time{}},
 		{deadletter.ReasonInvalidPhone, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "0049 151 1234"}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonUnknownTimeZone, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", TimeZone: "Europe/Atlantis"}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonNegativeDelay, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(-time.Minute)}}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonDelayTooLong, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(401 * 24 * time.Hour)}}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonDueTooFarPast, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{dueAt(now.Add(-48 * time.Hour))}}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonDueTooFarFuture, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{dueAt(now.Add(500 * 24 * time.Hour))}}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonMissingTaskID, func(u string) (string, []byte) {
 			return u, marshal(t, &pb.Command{UserId: u, RequestedAt: issued, Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{When: &pb.Reschedule_Delay{Delay: durationpb.New(time.Minute)}}}})
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonDuplicateTaskID, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(time.Hour), delay(2 * time.Hour)}}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonMissingWhen, func(u string) (string, []byte) {
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{{TaskId: "t"}}}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonReservedUserID, func(u string) (string, []byte) {
 			k := topology.ReservedPrefix + u
 			return k, marshal(t, onboard(k, &pb.Onboard{Phone: "+14155550100"}))
-		}},
+		}, time.Time{}},
 		{deadletter.ReasonPayloadTooLarge, func(u string) (string, []byte) {
 			f := delay(time.Hour)
 			f.Payload = make([]byte, 17<<10)
 			return u, marshal(t, onboard(u, &pb.Onboard{Phone: "+14155550100", FollowUps: []*pb.FollowUp{f}}))
-		}},
+		}, time.Time{}},
+		{deadletter.ReasonRequestedAtSkew, func(u string) (string, []byte) {
+			return u, marshal(t, &pb.Command{UserId: u, RequestedAt: timestamppb.New(forged), Command: &pb.Command_Onboard{Onboard: &pb.Onboard{
+				Phone: "+14155550100", FollowUps: []*pb.FollowUp{delay(300 * 24 * time.Hour)}}}})
+		}, forged},
+		{deadletter.ReasonTimeOutOfRange, func(u string) (string, []byte) {
+			y2300 := time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+			return u, marshal(t, &pb.Command{UserId: u, RequestedAt: timestamppb.New(y2300), Command: &pb.Command_Onboard{Onboard: &pb.Onboard{
+				Phone: "+14155550100", FollowUps: []*pb.FollowUp{dueAt(y2300)}}}})
+		}, time.Time{}},
 	}
 	const perKind = 200
 	for _, k := range kinds {
 		for i := 0; i < perKind; i++ {
 			key, value := k.make(fmt.Sprintf("bad-%s-%03d", k.reason, i))
-			recs = append(recs, rawRecord{key: key, value: value, partition: rng.Int32N(n), reason: k.reason})
+			recs = append(recs, rawRecord{key: key, value: value, partition: rng.Int32N(n), reason: k.reason, timestamp: k.timestamp})
 		}
 	}
 	// Cancels of tasks nobody scheduled: reported on followup-events, not dead letters.
@@ -259,7 +275,7 @@ func produceRaw(t *testing.T, brokers, topic string, recs []rawRecord) {
 	defer p.Close()
 	msgs := make([]*sarama.ProducerMessage, len(recs))
 	for i, r := range recs {
-		msgs[i] = &sarama.ProducerMessage{Topic: topic, Partition: r.partition, Key: sarama.StringEncoder(r.key), Value: sarama.ByteEncoder(r.value)}
+		msgs[i] = &sarama.ProducerMessage{Topic: topic, Partition: r.partition, Key: sarama.StringEncoder(r.key), Value: sarama.ByteEncoder(r.value), Timestamp: r.timestamp}
 	}
 	if err := p.SendMessages(msgs); err != nil {
 		t.Fatalf("produce: %v", err)

@@ -190,13 +190,17 @@ type TopicSpec struct {
 	Name    string
 	Compact bool          // a table topic: cleanup.policy=compact
 	Retain  time.Duration // retention of a stream topic
+	// BrokerTime makes the broker stamp each record with its own clock
+	// (message.timestamp.type=LogAppendTime): the scheduler measures the
+	// times a producer writes in a command against it.
+	BrokerTime bool
 }
 
 // Specs lists every topic of the topology.
 func (t Topics) Specs() []TopicSpec {
 	const day = 24 * time.Hour
 	return []TopicSpec{
-		{Name: string(t.Onboarding), Retain: 7 * day},
+		{Name: string(t.Onboarding), Retain: 7 * day, BrokerTime: true},
 		{Name: string(t.Ticks), Retain: time.Hour},
 		{Name: string(t.SchedulerTable()), Compact: true},
 		{Name: string(t.Calls), Retain: 7 * day},
@@ -284,6 +288,9 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 		} else {
 			set("cleanup.policy", "delete")
 			set("retention.ms", strconv.FormatInt(s.Retain.Milliseconds(), 10))
+		}
+		if s.BrokerTime {
+			set("message.timestamp.type", "LogAppendTime")
 		}
 		err := admin.CreateTopic(s.Name, &sarama.TopicDetail{
 			NumPartitions:     int32(k.Partitions),

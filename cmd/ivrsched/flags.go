@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ivrsched/ivrsched/processors/scheduler"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -139,4 +140,53 @@ func parseTime(name, v string) (time.Time, error) {
 		return time.Time{}, badFlag(name, "%q is not an RFC 3339 time like 2026-12-01T09:30:00Z", v)
 	}
 	return t, nil
+}
+
+// limitFlags are the scheduler's limits on commands. The roles enforce them;
+// the producing commands check a command against the same limits (same
+// flags, same defaults) before they produce it, so what the CLI accepts the
+// scheduler does not dead-letter.
+type limitFlags struct {
+	maxDelay   time.Duration
+	maxPast    time.Duration
+	pastDue    string
+	maxPayload int
+	maxSkew    time.Duration
+	registered bool // commands that schedule nothing (cancel, forget) have no limit flags
+}
+
+func (l *limitFlags) register(fs *flag.FlagSet) {
+	l.registered = true
+	lim := scheduler.DefaultLimits()
+	fs.DurationVar(&l.maxDelay, "max-delay", lim.MaxDelay, "longest delay (and furthest due time) a command may ask for")
+	fs.DurationVar(&l.maxPast, "max-past", lim.MaxPast, "a due time up to this far in the past fires at once; older ones are handled by --past-due")
+	fs.StringVar(&l.pastDue, "past-due", "reject", "what to do with a due time older than --max-past: reject (to the dead-letter topic) or fire")
+	fs.IntVar(&l.maxPayload, "max-payload", lim.MaxPayload, "largest follow-up payload, in bytes")
+	fs.DurationVar(&l.maxSkew, "max-skew", lim.MaxSkew, "how far a command's requested_at may lie from its record timestamp (the broker's clock)")
+}
+
+func (l *limitFlags) limits() (scheduler.Limits, error) {
+	if !l.registered {
+		return scheduler.DefaultLimits(), nil
+	}
+	lim := scheduler.Limits{MaxDelay: l.maxDelay, MaxPast: l.maxPast, MaxPayload: l.maxPayload, MaxSkew: l.maxSkew}
+	switch {
+	case l.maxDelay <= 0:
+		return lim, badFlag("max-delay", "%v; want a positive duration like 9600h", l.maxDelay)
+	case l.maxPast < 0:
+		return lim, badFlag("max-past", "%v; want a duration >= 0 like 24h", l.maxPast)
+	case l.maxPayload < 1:
+		return lim, badFlag("max-payload", "%d; want a byte count >= 1", l.maxPayload)
+	case l.maxSkew < time.Second:
+		return lim, badFlag("max-skew", "%v; want a duration >= 1s like 24h", l.maxSkew)
+	}
+	switch l.pastDue {
+	case "reject":
+		lim.PastDue = scheduler.PastDueReject
+	case "fire":
+		lim.PastDue = scheduler.PastDueFire
+	default:
+		return lim, badFlag("past-due", "%q; want reject or fire", l.pastDue)
+	}
+	return lim, nil
 }

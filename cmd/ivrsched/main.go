@@ -6,6 +6,7 @@
 //	ivrsched onboard      produce an onboarding event
 //	ivrsched cancel       cancel a user's follow-up (or all of them)
 //	ivrsched reschedule   move a follow-up to a new due time
+//	ivrsched forget       erase a user (cancel everything, delete their values)
 //	ivrsched calls        print ivr-calls as JSON lines
 //
 // Run "ivrsched <command> --help" for the flags of each.
@@ -34,6 +35,7 @@ var commands = []command{
 	{"onboard", "produce an onboarding event for a user", cmdOnboard},
 	{"cancel", "cancel one follow-up of a user, or all of them", cmdCancel},
 	{"reschedule", "move a pending follow-up to a new due time", cmdReschedule},
+	{"forget", "erase a user: cancel everything and delete their values from the tables", cmdForget},
 	{"calls", "print the calls on ivr-calls as JSON lines", cmdCalls},
 }
 
@@ -77,6 +79,6 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, calls)\n", args[0])
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls)\n", args[0])
 	return 2
 }

@@ -50,7 +50,8 @@ func (w *whenFlags) set(fs *flag.FlagSet) (delay *durationpb.Duration, at *times
 // the user the command is for.
 type commandFlags struct {
 	kafkaFlags
-	user string
+	limits limitFlags
+	user   string
 }
 
 func (c *commandFlags) register(fs *flag.FlagSet) {
@@ -79,6 +80,7 @@ func cmdOnboard(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("onboard", "Produces an onboarding event: the user gets a follow-up call after --delay (or at --at).\nWithout either, the scheduler's default follow-up applies.")
 	var c commandFlags
 	c.register(fs)
+	c.limits.register(fs)
 	phone := fs.String("phone", "", "phone number in E.164, like +14155550123 (required)")
 	tz := fs.String("tz", "", "the user's IANA time zone, like America/New_York")
 	task := fs.String("task", "", "task id of the follow-up (default followup-1)")
@@ -110,7 +112,7 @@ func cmdOnboard(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		ob.FollowUps = []*pb.FollowUp{f}
 	}
-	return produce(ctx, &c.kafkaFlags, &pb.Command{UserId: c.user, Command: &pb.Command_Onboard{Onboard: ob}}, stdout)
+	return produce(ctx, &c, &pb.Command{UserId: c.user, Command: &pb.Command_Onboard{Onboard: ob}}, stdout)
 }
 
 func cmdCancel(ctx context.Context, args []string, stdout io.Writer) error {
@@ -121,13 +123,24 @@ func cmdCancel(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	return produce(ctx, &c.kafkaFlags, &pb.Command{UserId: c.user, Command: &pb.Command_Cancel{Cancel: &pb.Cancel{TaskId: *task}}}, stdout)
+	return produce(ctx, &c, &pb.Command{UserId: c.user, Command: &pb.Command_Cancel{Cancel: &pb.Cancel{TaskId: *task}}}, stdout)
+}
+
+func cmdForget(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("forget", "Erases a user: every pending follow-up is dropped and the user's values are deleted\nfrom the scheduler's and the dialer's tables. KIND_FORGOTTEN is published on\nfollowup-events. docs/design.md says where a phone number can still be found after.")
+	var c commandFlags
+	c.register(fs)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	return produce(ctx, &c, &pb.Command{UserId: c.user, Command: &pb.Command_Forget{Forget: &pb.Forget{}}}, stdout)
 }
 
 func cmdReschedule(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("reschedule", "Moves a pending follow-up to a new due time: --delay from now, or --at.")
 	var c commandFlags
 	c.register(fs)
+	c.limits.register(fs)
 	task := fs.String("task", "", "task id to move (required)")
 	var w whenFlags
 	w.register(fs, "follow-up")
@@ -150,21 +163,26 @@ func cmdReschedule(ctx context.Context, args []string, stdout io.Writer) error {
 	default:
 		return badFlag("delay", "required; give --delay or --at")
 	}
-	return produce(ctx, &c.kafkaFlags, &pb.Command{UserId: c.user, Command: &pb.Command_Reschedule{Reschedule: r}}, stdout)
+	return produce(ctx, &c, &pb.Command{UserId: c.user, Command: &pb.Command_Reschedule{Reschedule: r}}, stdout)
 }
 
 // produce validates cmd as the scheduler would and writes it to the
 // onboarding topic, waiting for the broker's acknowledgement.
-func produce(ctx context.Context, k *kafkaFlags, cmd *pb.Command, stdout io.Writer) error {
-	// The limits are the scheduler's to enforce; here only the form is checked.
-	if _, err := scheduler.Validate(cmd.GetUserId(), cmd, time.Now(), scheduler.Limits{}); err != nil {
+func produce(ctx context.Context, c *commandFlags, cmd *pb.Command, stdout io.Writer) error {
+	lim, err := c.limits.limits()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	cmd.RequestedAt = timestamppb.New(now)
+	if _, _, err := scheduler.Validate(cmd.GetUserId(), cmd, now, lim); err != nil {
 		return usageError{err.Error()}
 	}
+	k := &c.kafkaFlags
 	cfg, err := k.kafka("ivrsched-cli")
 	if err != nil {
 		return err
 	}
-	cmd.RequestedAt = timestamppb.Now()
 	topic := k.topics().Onboarding
 	// Fail within --timeout, naming the brokers, if none answers.
 	client, err := cfg.Connect(ctx)

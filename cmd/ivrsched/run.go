@@ -36,10 +36,7 @@ type roleFlags struct {
 	session       time.Duration
 	provider      string
 	webhookURL    string
-	maxDelay      time.Duration
-	maxPast       time.Duration
-	pastDue       string
-	maxPayload    int
+	limits        limitFlags
 	tickGap       time.Duration
 }
 
@@ -54,33 +51,8 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.DurationVar(&r.session, "session-timeout", 10*time.Second, "how long the group waits for a silent instance before moving its partitions")
 	fs.StringVar(&r.provider, "provider", "log", "how the dialer places calls: log (only logs them) or webhook (POST to --webhook-url; signed with $IVRSCHED_WEBHOOK_SECRET if set)")
 	fs.StringVar(&r.webhookURL, "webhook-url", "", "endpoint of the webhook provider")
-	lim := scheduler.DefaultLimits()
-	fs.DurationVar(&r.maxDelay, "max-delay", lim.MaxDelay, "longest delay (and furthest due time) a command may ask for")
-	fs.DurationVar(&r.maxPast, "max-past", lim.MaxPast, "a due time up to this far in the past fires at once; older ones are handled by --past-due")
-	fs.StringVar(&r.pastDue, "past-due", "reject", "what to do with a due time older than --max-past: reject (to the dead-letter topic) or fire")
-	fs.IntVar(&r.maxPayload, "max-payload", lim.MaxPayload, "largest follow-up payload, in bytes")
+	r.limits.register(fs)
 	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
-}
-
-func (r *roleFlags) limits() (scheduler.Limits, error) {
-	lim := scheduler.Limits{MaxDelay: r.maxDelay, MaxPast: r.maxPast, MaxPayload: r.maxPayload}
-	switch {
-	case r.maxDelay <= 0:
-		return lim, badFlag("max-delay", "%v; want a positive duration like 9600h", r.maxDelay)
-	case r.maxPast < 0:
-		return lim, badFlag("max-past", "%v; want a duration >= 0 like 24h", r.maxPast)
-	case r.maxPayload < 1:
-		return lim, badFlag("max-payload", "%d; want a byte count >= 1", r.maxPayload)
-	}
-	switch r.pastDue {
-	case "reject":
-		lim.PastDue = scheduler.PastDueReject
-	case "fire":
-		lim.PastDue = scheduler.PastDueFire
-	default:
-		return lim, badFlag("past-due", "%q; want reject or fire", r.pastDue)
-	}
-	return lim, nil
 }
 
 func (r *roleFlags) config(clientID string) (app.Config, error) {
@@ -116,7 +88,7 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 	if err != nil {
 		return app.Config{}, err
 	}
-	lim, err := r.limits()
+	lim, err := r.limits.limits()
 	if err != nil {
 		return app.Config{}, err
 	}

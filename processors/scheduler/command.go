@@ -3,9 +3,6 @@ package scheduler
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
-	"sync"
 	"time"
 	_ "time/tzdata" // time zones validate the same on every host
 
@@ -20,175 +17,11 @@ import (
 	"github.com/ivrsched/ivrsched/topology"
 )
 
-// RejectError is a command the scheduler cannot accept, with its reason.
-type RejectError struct {
-	Reason deadletter.Reason
-	Detail string
-}
-
-func (e *RejectError) Error() string { return fmt.Sprintf("%s: %s", e.Reason, e.Detail) }
-
-func reject(r deadletter.Reason, format string, args ...any) *RejectError {
-	return &RejectError{Reason: r, Detail: fmt.Sprintf(format, args...)}
-}
-
-// PastDue says what to do with a due time further in the past than MaxPast.
-type PastDue int
-
-const (
-	// PastDueReject rejects the command (to the dead-letter topic).
-	PastDueReject PastDue = iota
-	// PastDueFire fires the follow-up at once.
-	PastDueFire
-)
-
-// Limits bound what a command may ask for. Due times are checked against
-// the time the command was issued (requested_at, else the record
-// timestamp), so a replay decides the same way.
-type Limits struct {
-	// MaxDelay bounds delays, and absolute due times after the command.
-	MaxDelay time.Duration
-	// MaxPast: a due time up to this long before the command fires at once;
-	// one further in the past is handled as PastDue says.
-	MaxPast time.Duration
-	PastDue PastDue
-	// MaxPayload bounds a follow-up's payload, in bytes.
-	MaxPayload int
-}
-
-// DefaultLimits: delays up to 400 days, due times up to a day in the past
-// fire at once, older ones are rejected, payloads up to 16 KiB.
-func DefaultLimits() Limits {
-	return Limits{MaxDelay: 400 * 24 * time.Hour, MaxPast: 24 * time.Hour, PastDue: PastDueReject, MaxPayload: 16 << 10}
-}
-
-var e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
-
-var zones sync.Map // name → error (nil when valid)
-
-func checkZone(name string) error {
-	if v, ok := zones.Load(name); ok {
-		err, _ := v.(error)
-		return err
-	}
-	_, err := time.LoadLocation(name)
-	zones.Store(name, err)
-	return err
-}
-
-// IssuedAt is when a command was issued: requested_at, else the record time.
-func IssuedAt(cmd *pb.Command, recordTime time.Time) time.Time {
-	if cmd.GetRequestedAt() != nil {
-		return cmd.GetRequestedAt().AsTime()
-	}
-	return recordTime
-}
-
-// Validate checks a decoded command arriving under key, issued at issued. It
-// returns the command's user id. The CLI runs the same checks before it
-// produces.
-func Validate(key string, cmd *pb.Command, issued time.Time, lim Limits) (string, error) {
-	user := cmd.GetUserId()
-	switch {
-	case user == "" && key == "":
-		return "", reject(deadletter.ReasonMissingUserID, "no user id in key or value")
-	case user == "":
-		user = key
-	case key != user:
-		return "", reject(deadletter.ReasonKeyMismatch, "record key %q differs from user id %q", key, user)
-	}
-	if strings.HasPrefix(user, topology.ReservedPrefix) {
-		return "", reject(deadletter.ReasonReservedUserID, "user id %q starts with %q, which is reserved", user, topology.ReservedPrefix)
-	}
-	switch c := cmd.GetCommand().(type) {
-	case *pb.Command_Onboard:
-		return user, validateOnboard(c.Onboard, issued, lim)
-	case *pb.Command_Cancel:
-		return user, nil
-	case *pb.Command_Reschedule:
-		r := c.Reschedule
-		if r.GetTaskId() == "" {
-			return user, reject(deadletter.ReasonMissingTaskID, "reschedule needs a task id")
-		}
-		if r.GetWhen() == nil {
-			return user, reject(deadletter.ReasonMissingWhen, "task %q has neither delay nor due_at", r.GetTaskId())
-		}
-		return user, checkDue(r.GetTaskId(), r.GetDelay(), r.GetDueAt(), issued, issued, lim)
-	default:
-		return user, reject(deadletter.ReasonUnknownCommand, "no known command case (a newer producer?)")
-	}
-}
-
-func validateOnboard(o *pb.Onboard, issued time.Time, lim Limits) error {
-	if o.GetPhone() != "" && !e164.MatchString(o.GetPhone()) {
-		return reject(deadletter.ReasonInvalidPhone, "phone %q is not E.164 (like +14155550123)", o.GetPhone())
-	}
-	if tz := o.GetTimeZone(); tz != "" {
-		if err := checkZone(tz); err != nil {
-			return reject(deadletter.ReasonUnknownTimeZone, "time zone %q: %v", tz, err)
-		}
-	}
-	base := issued
-	if o.GetOnboardedAt() != nil {
-		base = o.GetOnboardedAt().AsTime()
-	}
-	seen := make(map[string]bool)
-	for i, f := range o.GetFollowUps() {
-		id := taskID(f, i)
-		if seen[id] {
-			return reject(deadletter.ReasonDuplicateTaskID, "task id %q appears twice in one command (across commands a task id is upserted)", id)
-		}
-		seen[id] = true
-		if f.GetWhen() == nil {
-			return reject(deadletter.ReasonMissingWhen, "task %q has neither delay nor due_at", id)
-		}
-		if err := checkDue(id, f.GetDelay(), f.GetDueAt(), base, issued, lim); err != nil {
-			return err
-		}
-		if lim.MaxPayload > 0 && len(f.GetPayload()) > lim.MaxPayload {
-			return reject(deadletter.ReasonPayloadTooLarge, "task %q payload is %d bytes, limit %d", id, len(f.GetPayload()), lim.MaxPayload)
-		}
-	}
-	return nil
-}
-
-// checkDue checks a delay (counted from base) or an absolute due time
-// against the limits, relative to when the command was issued.
-func checkDue(task string, delay *durationpb.Duration, at *timestamppb.Timestamp, base, issued time.Time, lim Limits) error {
-	var due time.Time
-	if delay != nil {
-		d := delay.AsDuration()
-		switch {
-		case d < 0:
-			return reject(deadletter.ReasonNegativeDelay, "task %q has delay %v", task, d)
-		case lim.MaxDelay > 0 && d > lim.MaxDelay:
-			return reject(deadletter.ReasonDelayTooLong, "task %q has delay %v, limit %v", task, d, lim.MaxDelay)
-		}
-		due = base.Add(d)
-	} else {
-		due = at.AsTime()
-	}
-	switch {
-	case lim.MaxDelay > 0 && due.Sub(issued) > lim.MaxDelay:
-		return reject(deadletter.ReasonDueTooFarFuture, "task %q is due %s, more than %v after the command", task, due.Format(time.RFC3339), lim.MaxDelay)
-	case lim.PastDue == PastDueReject && lim.MaxPast > 0 && issued.Sub(due) > lim.MaxPast:
-		return reject(deadletter.ReasonDueTooFarPast, "task %q was due %s, more than %v before the command", task, due.Format(time.RFC3339), lim.MaxPast)
-	}
-	return nil
-}
-
-func taskID(f *pb.FollowUp, i int) string {
-	if f.GetTaskId() != "" {
-		return f.GetTaskId()
-	}
-	return fmt.Sprintf("followup-%d", i+1)
-}
-
 // HeaderForwarded marks a command the scheduler forwarded to its user's
 // partition; its value is the original topic/partition/offset.
 const HeaderForwarded = "ivrsched-forwarded-from"
 
-// onCommand applies a schedule, cancel or reschedule command. Invalid
+// onCommand applies an onboard, cancel, reschedule or forget command. Invalid
 // commands go to the dead-letter topic; a valid command that arrived on
 // another partition than its user's is forwarded there.
 func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
@@ -198,8 +31,8 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 		s.rejectRecord(ctx, msg, reject(deadletter.ReasonUndecodable, "%v", undecodable(msg)))
 		return
 	}
-	issued := IssuedAt(cmd, ctx.Timestamp())
-	if _, err := Validate(ctx.Key(), cmd, issued, s.cfg.Limits); err != nil {
+	_, issued, err := Validate(ctx.Key(), cmd, ctx.Timestamp(), s.cfg.Limits)
+	if err != nil {
 		s.rejectRecord(ctx, cmd, err)
 		return
 	}
@@ -210,6 +43,10 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 			return
 		}
 		s.forward(ctx, cmd, issued)
+		return
+	}
+	if _, ok := cmd.GetCommand().(*pb.Command_Forget); ok {
+		s.forget(ctx)
 		return
 	}
 	st, first, err := s.state(ctx)
@@ -237,8 +74,23 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 	// fired by a tick: it fires here.
 	s.settle(ctx, st, true)
 	if changed {
-		ctx.SetValue(st)
+		ctx.SetValue(st) // the storage wrapper also updates the due index
 	}
+}
+
+// forget erases the user: the value goes (a tombstone on the changelog; the
+// storage wrapper drops its follow-ups from the due index), whatever it
+// held, even bytes that do not decode. KIND_FORGOTTEN tells the dialer to
+// forget the user too.
+func (s *Scheduler) forget(ctx goka.Context) {
+	detail := "erased"
+	if ctx.Value() == nil {
+		detail = "no such user"
+	} else {
+		ctx.Delete()
+	}
+	s.Stats.Forgotten.Add(1)
+	s.event(ctx, pb.ScheduleEvent_KIND_FORGOTTEN, "", nil, "", detail)
 }
 
 // misrouted reports a record whose key belongs on another partition, as
@@ -321,10 +173,7 @@ func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, issued time.Time, f
 		}
 	}
 	for i, f := range follow {
-		due := base.Add(f.GetDelay().AsDuration())
-		if f.GetDueAt() != nil {
-			due = f.GetDueAt().AsTime()
-		}
+		due := dueTime(f.GetDelay(), f.GetDueAt(), base)
 		t := &pb.Task{TaskId: taskID(f, i), DueAt: timestamppb.New(due), Action: f.GetAction(), Payload: f.GetPayload(), Attempt: 1}
 		st.Pending = upsert(st.Pending, t)
 		s.Stats.Scheduled.Add(1)
@@ -371,11 +220,7 @@ func (s *Scheduler) cancel(ctx goka.Context, st *pb.UserState, task string) bool
 
 // reschedule reports whether the state changed.
 func (s *Scheduler) reschedule(ctx goka.Context, st *pb.UserState, r *pb.Reschedule, issued time.Time) bool {
-	base := issued
-	due := base.Add(r.GetDelay().AsDuration())
-	if r.GetDueAt() != nil {
-		due = r.GetDueAt().AsTime()
-	}
+	due := dueTime(r.GetDelay(), r.GetDueAt(), issued)
 	for _, t := range st.Pending {
 		if t.GetTaskId() == r.GetTaskId() {
 			t.DueAt = timestamppb.New(due)

@@ -6,32 +6,47 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/punctuation"
 )
 
-// Validation of any command: no panic, and what it accepts, the scheduler
-// can apply within the limits: every due time lies in
-// [issued - MaxPast, issued + MaxDelay], every payload within MaxPayload,
-// task ids unique, phone E.164 when given.
+// Validation of any command in a record stamped at any time: no panic, and
+// what it accepts, the scheduler can apply within the limits measured from
+// the record timestamp (the broker's clock), whatever requested_at and
+// onboarded_at the producer wrote: every due time lies in
+// [record - MaxSkew - MaxPast, record + MaxSkew + MaxDelay] and survives the
+// index's int64 nanoseconds; every payload within MaxPayload, task ids
+// unique, phone E.164 when given.
 func FuzzValidate(f *testing.F) {
-	seed := func(c *pb.Command) {
+	seed := func(c *pb.Command, recordSec int64) {
 		b, _ := proto.Marshal(c)
-		f.Add("u1", b, int64(0))
+		f.Add("u1", b, recordSec)
 	}
-	seed(&pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+14155550123", TimeZone: "Europe/Berlin"}}})
-	seed(&pb.Command{UserId: "u1", Command: &pb.Command_Cancel{Cancel: &pb.Cancel{TaskId: "t"}}})
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	y2300 := timestamppb.New(time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC))
+	seed(&pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+14155550123", TimeZone: "Europe/Berlin"}}}, now.Unix())
+	seed(&pb.Command{UserId: "u1", Command: &pb.Command_Cancel{Cancel: &pb.Cancel{TaskId: "t"}}}, now.Unix())
+	seed(&pb.Command{UserId: "u1", RequestedAt: y2300, Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+14155550123",
+		FollowUps: []*pb.FollowUp{{TaskId: "a", When: &pb.FollowUp_DueAt{DueAt: y2300}}}}}}, now.Unix())
+	seed(&pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+14155550123", OnboardedAt: y2300,
+		FollowUps: []*pb.FollowUp{{TaskId: "a", When: &pb.FollowUp_Delay{Delay: durationpb.New(time.Hour)}}}}}}, now.Unix())
+	seed(&pb.Command{UserId: "u1", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{TaskId: "a", When: &pb.Reschedule_DueAt{DueAt: y2300}}}}, y2300.GetSeconds())
 	f.Add("", []byte{0xff}, int64(1))
-	lim := Limits{MaxDelay: 400 * 24 * time.Hour, MaxPast: 24 * time.Hour, PastDue: PastDueReject, MaxPayload: 1024}
-	f.Fuzz(func(t *testing.T, key string, data []byte, issuedSec int64) {
+	lim := Limits{MaxDelay: 400 * 24 * time.Hour, MaxPast: 24 * time.Hour, PastDue: PastDueReject, MaxPayload: 1024, MaxSkew: 24 * time.Hour}
+	f.Fuzz(func(t *testing.T, key string, data []byte, recordSec int64) {
 		var cmd pb.Command
 		if proto.Unmarshal(data, &cmd) != nil {
 			return
 		}
-		issued := time.Unix(issuedSec%(1<<33), 0).UTC()
-		user, err := Validate(key, &cmd, issued, lim)
+		record := time.Unix(recordSec%(1<<36), 0).UTC()
+		lo, hi := record.Add(-lim.MaxSkew-lim.MaxPast), record.Add(lim.MaxSkew+lim.MaxDelay)
+		inBounds := func(due time.Time) bool {
+			return !due.Before(lo) && !due.After(hi) && time.Unix(0, due.UnixNano()).Equal(due)
+		}
+		user, issued, err := Validate(key, &cmd, record, lim)
 		if err != nil {
 			if _, ok := err.(*RejectError); !ok {
 				t.Fatalf("error %T is not a RejectError", err)
@@ -40,6 +55,11 @@ func FuzzValidate(f *testing.F) {
 		}
 		if user == "" || (key != "" && user != key) {
 			t.Fatalf("accepted user %q for key %q", user, key)
+		}
+		if r := cmd.GetReschedule(); r != nil {
+			if due := dueTime(r.GetDelay(), r.GetDueAt(), issued); !inBounds(due) {
+				t.Fatalf("accepted reschedule to %v in a record stamped %v", due, record)
+			}
 		}
 		o := cmd.GetOnboard()
 		if o == nil {
@@ -59,8 +79,8 @@ func FuzzValidate(f *testing.F) {
 		ids := map[string]bool{}
 		for _, task := range st.GetPending() {
 			due := task.GetDueAt().AsTime()
-			if due.Before(issued.Add(-lim.MaxPast)) || due.After(issued.Add(lim.MaxDelay)) {
-				t.Fatalf("accepted due %v for a command issued %v", due, issued)
+			if !inBounds(due) {
+				t.Fatalf("accepted due %v for a command in a record stamped %v", due, record)
 			}
 			if len(task.GetPayload()) > lim.MaxPayload || ids[task.GetTaskId()] {
 				t.Fatalf("payload %d bytes or duplicate task %q accepted", len(task.GetPayload()), task.GetTaskId())

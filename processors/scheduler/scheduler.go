@@ -110,10 +110,13 @@ func (c Config) Validate() error {
 
 // Stats counts what the scheduler did since it started.
 type Stats struct {
-	Commands, Scheduled, Cancelled, Rescheduled, Fired, Republished, Invalid, Forwarded atomic.Int64
+	Commands, Scheduled, Cancelled, Rescheduled, Fired, Republished, Invalid, Forwarded, Forgotten atomic.Int64
 	// Replays counts replayed ticks; ReplayScans those that had to scan the
 	// partition.
 	Replays, ReplayScans atomic.Int64
+	// Unreadable counts due follow-ups dead-lettered because their user's
+	// stored value does not decode.
+	Unreadable atomic.Int64
 }
 
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.

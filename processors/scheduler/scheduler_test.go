@@ -354,6 +354,68 @@ func TestDefaultFollowUp(t *testing.T) {
 	}
 }
 
+// Forget erases the user: nothing pending fires, the value is deleted, and
+// KIND_FORGOTTEN is reported; a later Onboard starts afresh. An unreadable
+// value is erased too.
+func TestForgetErasesTheUser(t *testing.T) {
+	h := newHarness(t)
+	h.onboard("u1", delay("a", time.Second), delay("b", time.Hour))
+	h.tickAt(time.Second)
+	h.expectCalls("a")
+	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Forget{Forget: &pb.Forget{}}})
+	if v := h.tt.TableValue(h.topics.SchedulerTable(), "u1"); v != nil {
+		t.Fatalf("value after forget: %v", v)
+	}
+	ev := h.nextEvents()
+	if len(ev) != 1 || ev[0].GetKind() != pb.ScheduleEvent_KIND_FORGOTTEN || ev[0].GetUserId() != "u1" {
+		t.Fatalf("events %v", ev)
+	}
+	h.tickAt(2 * time.Hour)
+	h.expectCalls()
+
+	h.tt.SetTableValue(h.topics.SchedulerTable(), "u2", &codec.Undecodable{Data: []byte{0x0a, 0x01, 0xff}})
+	h.send("u2", &pb.Command{UserId: "u2", Command: &pb.Command_Forget{Forget: &pb.Forget{}}})
+	if v := h.tt.TableValue(h.topics.SchedulerTable(), "u2"); v != nil {
+		t.Fatalf("unreadable value after forget: %v", v)
+	}
+	h.clk.Set(t0.Add(3 * time.Hour))
+	h.onboard("u1")
+	if st := h.state("u1"); len(st.GetPending()) != 1 || st.GetPending()[0].GetTaskId() != "followup-1" || len(st.GetFired()) != 0 {
+		t.Fatalf("state after onboarding again: %v", st)
+	}
+}
+
+// A producer cannot bend time: requested_at far from the record timestamp,
+// and due times outside what the index can represent, are dead-lettered.
+// Before the bounds, a due time in 2300 wrapped to 1715 and fired at once.
+func TestForgedTimesAreRejected(t *testing.T) {
+	h := newHarness(t)
+	y2300 := time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+	cmd := func(req time.Time, f *pb.FollowUp) *pb.Command {
+		return &pb.Command{UserId: "u1", RequestedAt: timestamppb.New(req), Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+14155550123", FollowUps: []*pb.FollowUp{f}}}}
+	}
+	h.send("u1", cmd(y2300, at("a", y2300)))                           // forged requested_at
+	h.send("u1", cmd(t0.Add(48*time.Hour), delay("a", time.Hour)))     // forged into the future
+	h.send("u1", cmd(t0.Add(-48*time.Hour), delay("b", 47*time.Hour))) // forged into the past
+	h.send("u1", cmd(t0, &pb.FollowUp{TaskId: "c", When: &pb.FollowUp_DueAt{DueAt: &timestamppb.Timestamp{Seconds: 1 << 40}}}))
+	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+14155550123", OnboardedAt: timestamppb.New(y2300)}}})
+	h.send("u1", cmd(t0, delay("ok", time.Second)), tester.WithTime(y2300)) // the record time itself out of range
+	h.send("u1", cmd(t0.Add(23*time.Hour), delay("d", time.Second)))        // within the skew: accepted
+	var reasons []string
+	for _, d := range h.deadLetters() {
+		reasons = append(reasons, d.GetReason())
+	}
+	want := []string{"time_out_of_range", "requested_at_skew", "requested_at_skew", "time_out_of_range", "time_out_of_range", "time_out_of_range"}
+	if fmt.Sprint(reasons) != fmt.Sprint(want) {
+		t.Fatalf("dead letters %v, want %v", reasons, want)
+	}
+	h.tickAt(time.Hour)
+	h.expectCalls()
+	if st := h.state("u1"); len(st.GetPending()) != 1 || st.GetPending()[0].GetTaskId() != "d" {
+		t.Fatalf("state %v", st)
+	}
+}
+
 // An Onboard without follow-ups for a user that exists (a phone or time
 // zone update) schedules nothing: the default follow-up is for a user's
 // first onboarding only, whether the first one fired or is still pending.
@@ -574,14 +636,14 @@ func TestValidateReasons(t *testing.T) {
 		{"u", &pb.Command{UserId: "u", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{TaskId: "x"}}}, deadletter.ReasonMissingWhen},
 	}
 	for _, c := range cases {
-		_, err := Validate(c.key, c.cmd, t0, DefaultLimits())
+		_, _, err := Validate(c.key, c.cmd, t0, DefaultLimits())
 		re, ok := err.(*RejectError)
 		if !ok || re.Reason != c.want {
 			t.Errorf("Validate(%q, %v) = %v, want reason %s", c.key, c.cmd, err, c.want)
 		}
 	}
 	valid := onb(&pb.Onboard{Phone: "+14155550123", TimeZone: "America/Los_Angeles", FollowUps: []*pb.FollowUp{delay("x", time.Hour), at("y", t0.Add(-time.Hour))}})
-	if u, err := Validate("u", valid, t0, DefaultLimits()); err != nil || u != "u" {
+	if u, issued, err := Validate("u", valid, t0, DefaultLimits()); err != nil || u != "u" || !issued.Equal(t0) {
 		t.Fatalf("valid command rejected: %v", err)
 	}
 }

@@ -1,0 +1,252 @@
+package scheduler
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/topology"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// RejectError is a command the scheduler cannot accept, with its reason.
+type RejectError struct {
+	Reason deadletter.Reason
+	Detail string
+}
+
+func (e *RejectError) Error() string { return fmt.Sprintf("%s: %s", e.Reason, e.Detail) }
+
+func reject(r deadletter.Reason, format string, args ...any) *RejectError {
+	return &RejectError{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// PastDue says what to do with a due time further in the past than MaxPast.
+type PastDue int
+
+const (
+	// PastDueReject rejects the command (to the dead-letter topic).
+	PastDueReject PastDue = iota
+	// PastDueFire fires the follow-up at once.
+	PastDueFire
+)
+
+// Limits bound what a command may ask for. Due times are checked against
+// the time the command was issued (requested_at, else the record
+// timestamp), so a replay decides the same way; requested_at, which the
+// producer sets, must lie within MaxSkew of the record timestamp, which the
+// broker sets (the onboarding topic uses LogAppendTime), so the limits hold
+// against the broker's clock whatever a producer writes.
+type Limits struct {
+	// MaxDelay bounds delays, and absolute due times after the command.
+	MaxDelay time.Duration
+	// MaxPast: a due time up to this long before the command fires at once;
+	// one further in the past is handled as PastDue says.
+	MaxPast time.Duration
+	PastDue PastDue
+	// MaxPayload bounds a follow-up's payload, in bytes.
+	MaxPayload int
+	// MaxSkew bounds how far requested_at may lie from the record
+	// timestamp, either way; 0: no bound (tests only).
+	MaxSkew time.Duration
+}
+
+// DefaultLimits: delays up to 400 days, due times up to a day in the past
+// fire at once, older ones are rejected, payloads up to 16 KiB, requested_at
+// within a day of the record timestamp.
+func DefaultLimits() Limits {
+	return Limits{MaxDelay: 400 * 24 * time.Hour, MaxPast: 24 * time.Hour, PastDue: PastDueReject, MaxPayload: 16 << 10, MaxSkew: 24 * time.Hour}
+}
+
+// The times the scheduler accepts, in commands and record timestamps alike:
+// well inside what a due time held as int64 Unix nanoseconds can represent
+// (1678 to 2262), so no time wraps around.
+var (
+	MinTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// checkTime rejects a time outside [MinTime, MaxTime).
+func checkTime(what string, t time.Time) error {
+	if t.Before(MinTime) || !t.Before(MaxTime) {
+		return reject(deadletter.ReasonTimeOutOfRange, "%s %s is outside %d to %d", what, t.UTC().Format(time.RFC3339), MinTime.Year(), MaxTime.Year())
+	}
+	return nil
+}
+
+// timestamp reads a protobuf timestamp, rejecting an invalid or
+// out-of-range one.
+func timestamp(what string, ts *timestamppb.Timestamp) (time.Time, error) {
+	if err := ts.CheckValid(); err != nil {
+		return time.Time{}, reject(deadletter.ReasonTimeOutOfRange, "%s: %v", what, err)
+	}
+	t := ts.AsTime()
+	return t, checkTime(what, t)
+}
+
+var e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
+
+var zones sync.Map // name → error (nil when valid)
+
+func checkZone(name string) error {
+	if v, ok := zones.Load(name); ok {
+		err, _ := v.(error)
+		return err
+	}
+	_, err := time.LoadLocation(name)
+	zones.Store(name, err)
+	return err
+}
+
+// Issued is when a command was issued: requested_at, else the record
+// timestamp. requested_at must lie within lim.MaxSkew of the record
+// timestamp, and both within [MinTime, MaxTime).
+//
+// A record without a timestamp (zero: Kafka 4 has no record format without
+// one, but Goka's tester emits such records) leaves requested_at unchecked.
+func Issued(cmd *pb.Command, recordTime time.Time, lim Limits) (time.Time, error) {
+	if cmd.GetRequestedAt() == nil {
+		return recordTime, checkTime("record timestamp", recordTime)
+	}
+	req, err := timestamp("requested_at", cmd.GetRequestedAt())
+	if err != nil || recordTime.IsZero() {
+		return req, err
+	}
+	if err := checkTime("record timestamp", recordTime); err != nil {
+		return time.Time{}, err
+	}
+	if skew := req.Sub(recordTime).Abs(); lim.MaxSkew > 0 && skew > lim.MaxSkew {
+		return time.Time{}, reject(deadletter.ReasonRequestedAtSkew, "requested_at %s is %v from the record timestamp %s, limit %v",
+			req.Format(time.RFC3339Nano), skew, recordTime.UTC().Format(time.RFC3339Nano), lim.MaxSkew)
+	}
+	return req, nil
+}
+
+// Validate checks a decoded command arriving under key in a record stamped
+// recordTime. It returns the command's user id and when it was issued
+// (Issued). The CLI runs the same checks before it produces.
+func Validate(key string, cmd *pb.Command, recordTime time.Time, lim Limits) (user string, issued time.Time, err error) {
+	user = cmd.GetUserId()
+	switch {
+	case user == "" && key == "":
+		return "", time.Time{}, reject(deadletter.ReasonMissingUserID, "no user id in key or value")
+	case user == "":
+		user = key
+	case key != user:
+		return "", time.Time{}, reject(deadletter.ReasonKeyMismatch, "record key %q differs from user id %q", key, user)
+	}
+	if strings.HasPrefix(user, topology.ReservedPrefix) {
+		return "", time.Time{}, reject(deadletter.ReasonReservedUserID, "user id %q starts with %q, which is reserved", user, topology.ReservedPrefix)
+	}
+	if issued, err = Issued(cmd, recordTime, lim); err != nil {
+		return user, time.Time{}, err
+	}
+	return user, issued, validateCommand(cmd, issued, lim)
+}
+
+func validateCommand(cmd *pb.Command, issued time.Time, lim Limits) error {
+	switch c := cmd.GetCommand().(type) {
+	case *pb.Command_Onboard:
+		return validateOnboard(c.Onboard, issued, lim)
+	case *pb.Command_Cancel, *pb.Command_Forget:
+		return nil
+	case *pb.Command_Reschedule:
+		r := c.Reschedule
+		if r.GetTaskId() == "" {
+			return reject(deadletter.ReasonMissingTaskID, "reschedule needs a task id")
+		}
+		if r.GetWhen() == nil {
+			return reject(deadletter.ReasonMissingWhen, "task %q has neither delay nor due_at", r.GetTaskId())
+		}
+		return checkDue(r.GetTaskId(), r.GetDelay(), r.GetDueAt(), issued, issued, lim)
+	default:
+		return reject(deadletter.ReasonUnknownCommand, "no known command case (a newer producer?)")
+	}
+}
+
+func validateOnboard(o *pb.Onboard, issued time.Time, lim Limits) error {
+	if o.GetPhone() != "" && !e164.MatchString(o.GetPhone()) {
+		return reject(deadletter.ReasonInvalidPhone, "phone %q is not E.164 (like +14155550123)", o.GetPhone())
+	}
+	if tz := o.GetTimeZone(); tz != "" {
+		if err := checkZone(tz); err != nil {
+			return reject(deadletter.ReasonUnknownTimeZone, "time zone %q: %v", tz, err)
+		}
+	}
+	base := issued
+	if o.GetOnboardedAt() != nil {
+		var err error
+		if base, err = timestamp("onboarded_at", o.GetOnboardedAt()); err != nil {
+			return err
+		}
+	}
+	seen := make(map[string]bool)
+	for i, f := range o.GetFollowUps() {
+		id := taskID(f, i)
+		if seen[id] {
+			return reject(deadletter.ReasonDuplicateTaskID, "task id %q appears twice in one command (across commands a task id is upserted)", id)
+		}
+		seen[id] = true
+		if f.GetWhen() == nil {
+			return reject(deadletter.ReasonMissingWhen, "task %q has neither delay nor due_at", id)
+		}
+		if err := checkDue(id, f.GetDelay(), f.GetDueAt(), base, issued, lim); err != nil {
+			return err
+		}
+		if lim.MaxPayload > 0 && len(f.GetPayload()) > lim.MaxPayload {
+			return reject(deadletter.ReasonPayloadTooLarge, "task %q payload is %d bytes, limit %d", id, len(f.GetPayload()), lim.MaxPayload)
+		}
+	}
+	return nil
+}
+
+// dueTime is a follow-up's due time: at, else delay after base.
+func dueTime(delay *durationpb.Duration, at *timestamppb.Timestamp, base time.Time) time.Time {
+	if at != nil {
+		return at.AsTime()
+	}
+	return base.Add(delay.AsDuration())
+}
+
+// checkDue checks a delay (counted from base) or an absolute due time
+// against the limits, relative to when the command was issued.
+func checkDue(task string, delay *durationpb.Duration, at *timestamppb.Timestamp, base, issued time.Time, lim Limits) error {
+	var due time.Time
+	if delay != nil {
+		d := delay.AsDuration()
+		switch {
+		case d < 0:
+			return reject(deadletter.ReasonNegativeDelay, "task %q has delay %v", task, d)
+		case lim.MaxDelay > 0 && d > lim.MaxDelay:
+			return reject(deadletter.ReasonDelayTooLong, "task %q has delay %v, limit %v", task, d, lim.MaxDelay)
+		}
+		due = base.Add(d)
+	} else {
+		var err error
+		if due, err = timestamp(fmt.Sprintf("task %q due_at", task), at); err != nil {
+			return err
+		}
+	}
+	if err := checkTime(fmt.Sprintf("task %q due time", task), due); err != nil {
+		return err
+	}
+	switch {
+	case lim.MaxDelay > 0 && due.Sub(issued) > lim.MaxDelay:
+		return reject(deadletter.ReasonDueTooFarFuture, "task %q is due %s, more than %v after the command", task, due.Format(time.RFC3339), lim.MaxDelay)
+	case lim.PastDue == PastDueReject && lim.MaxPast > 0 && issued.Sub(due) > lim.MaxPast:
+		return reject(deadletter.ReasonDueTooFarPast, "task %q was due %s, more than %v before the command", task, due.Format(time.RFC3339), lim.MaxPast)
+	}
+	return nil
+}
+
+func taskID(f *pb.FollowUp, i int) string {
+	if f.GetTaskId() != "" {
+		return f.GetTaskId()
+	}
+	return fmt.Sprintf("followup-%d", i+1)
+}
