@@ -43,6 +43,14 @@ func (w *Writer) Edge() goka.Edge { return goka.Output(w.Topic, new(codec.DeadLe
 // the record's value: the bytes of an undecodable record, or the re-encoded
 // message.
 func (w *Writer) Send(ctx goka.Context, reason Reason, detail string, value []byte) {
+	w.SendKey(ctx, ctx.Key(), reason, detail, value)
+}
+
+// SendKey writes a dead letter keyed by key (not the record's key) from the
+// callback processing ctx's record, which is its source: for a value the
+// callback found unusable, such as a user's stored value that a tick could
+// not read.
+func (w *Writer) SendKey(ctx goka.Context, key string, reason Reason, detail string, value []byte) {
 	now := w.Clock.Now()
 	src := fmt.Sprintf("%s/%d/%d", ctx.Topic(), ctx.Partition(), ctx.Offset())
 	dl := &pb.DeadLetter{
@@ -53,7 +61,7 @@ func (w *Writer) Send(ctx goka.Context, reason Reason, detail string, value []by
 		SourcePartition: ctx.Partition(),
 		SourceOffset:    ctx.Offset(),
 		SourceTimestamp: timestamppb.New(ctx.Timestamp()),
-		Key:             []byte(ctx.Key()),
+		Key:             []byte(key),
 		Value:           value,
 		At:              timestamppb.New(now),
 	}
@@ -70,12 +78,12 @@ func (w *Writer) Send(ctx goka.Context, reason Reason, detail string, value []by
 	}
 	headers[HeaderReason] = []byte(reason)
 	headers[HeaderSource] = []byte(src)
-	ctx.Emit(w.Topic, ctx.Key(), dl, goka.WithCtxEmitHeaders(headers))
+	ctx.Emit(w.Topic, key, dl, goka.WithCtxEmitHeaders(headers))
 
 	c, _ := w.counts.LoadOrStore(string(reason), new(atomic.Int64))
 	n := c.(*atomic.Int64).Add(1)
 	if w.Logger != nil {
-		w.Logger.Warn("dead letter", "reason", reason, "detail", detail, "source", src, "key", ctx.Key(), "reason_total", n)
+		w.Logger.Warn("dead letter", "reason", reason, "detail", detail, "source", src, "key", key, "reason_total", n)
 	}
 }
 

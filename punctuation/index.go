@@ -166,6 +166,13 @@ func (x *Index) Update(key string, old, v *Value) {
 		for _, t := range old.Pending {
 			x.remove(Pos{t.Due, key, t.ID})
 		}
+		if x.recent != nil { // replay candidates are what the values hold now
+			for _, ts := range [][]Task{old.Pending, old.Fired} {
+				for _, t := range ts {
+					x.recent.Delete(Pos{t.Due, key, t.ID})
+				}
+			}
+		}
 	}
 	if v != nil && v.Mark != nil {
 		x.setMark(*v.Mark)

@@ -2,9 +2,12 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +29,8 @@ import (
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 type harness struct {
+	done   chan error // the processor's Run result
+	failed bool       // the test expects the processor to fail
 	t      *testing.T
 	tt     *tester.Tester
 	s      *Scheduler
@@ -62,15 +67,142 @@ func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- proc.Run(ctx) }()
+	h := &harness{done: done, t: t, tt: tt, s: s, clk: clk, topics: topics,
+		calls: tt.NewQueueTracker(string(topics.Calls)), events: tt.NewQueueTracker(string(topics.Events)),
+		dlq: tt.NewQueueTracker(string(topics.SchedulerDLQ))}
 	t.Cleanup(func() {
 		cancel()
+		if h.failed {
+			return
+		}
 		if err := <-done; err != nil {
 			t.Errorf("processor: %v", err)
 		}
 	})
-	return &harness{t: t, tt: tt, s: s, clk: clk, topics: topics,
-		calls: tt.NewQueueTracker(string(topics.Calls)), events: tt.NewQueueTracker(string(topics.Events)),
-		dlq: tt.NewQueueTracker(string(topics.SchedulerDLQ))}
+	return h
+}
+
+// expectFailure waits for the processor to stop with an error containing want.
+func (h *harness) expectFailure(want string) {
+	h.t.Helper()
+	h.failed = true
+	select {
+	case err := <-h.done:
+		if err == nil || !strings.Contains(err.Error(), want) {
+			h.t.Fatalf("processor stopped with %v, want an error containing %q", err, want)
+		}
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("processor did not fail")
+	}
+}
+
+// faultyStore fails reads of one key while armed.
+type faultyStore struct {
+	storage.Storage
+	key   string
+	armed atomic.Bool
+}
+
+func (f *faultyStore) Get(key string) ([]byte, error) {
+	if key == f.key && f.armed.Load() {
+		return nil, errors.New("injected read fault")
+	}
+	return f.Storage.Get(key)
+}
+
+// withFaultyTable puts the scheduler table's store of partition 0 behind f.
+func withFaultyTable(f *faultyStore) func(*Config) {
+	return func(c *Config) {
+		inner, table := c.Storage, string(c.Topics.SchedulerTable())
+		c.Storage = func(topic string, part int32) (storage.Storage, error) {
+			st, err := inner(topic, part)
+			if err != nil || topic != table {
+				return st, err
+			}
+			f.Storage = st
+			return f, nil
+		}
+	}
+}
+
+// A tick that cannot read a due follow-up's user fails the partition: no
+// call, and the mark stays before the follow-up, so the restarted partition
+// fires it (before the fix, the error was logged and the mark moved on).
+func TestTickStoreFaultFailsThePartition(t *testing.T) {
+	f := &faultyStore{key: "u2"}
+	h := newHarness(t, withFaultyTable(f))
+	h.onboard("u1", delay("a", time.Second))
+	h.onboard("u2", delay("a", 2*time.Second))
+	h.tickAt(time.Second)
+	h.expectCalls("a")
+	f.armed.Store(true)
+	h.clk.Set(t0.Add(2 * time.Second))
+	h.tt.Consume(string(h.topics.Ticks), tickKey, &pb.Tick{})
+	h.expectFailure("injected read fault")
+	if m := f.value(t, tickKey).GetFiredThrough().GetThrough(); m.GetUserId() != "u1" {
+		t.Fatalf("mark %v moved past the follow-up that could not fire", m)
+	}
+	h.expectCalls()
+}
+
+// value reads a table value from the store (the tester's own reads wait
+// for a processor that has stopped).
+func (f *faultyStore) value(t *testing.T, key string) *pb.UserState {
+	t.Helper()
+	raw, err := f.Storage.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw == nil {
+		return nil
+	}
+	st := &pb.UserState{}
+	if err := proto.Unmarshal(raw, st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A follow-up the index holds but its user's value does not fails the
+// partition rather than being skipped.
+func TestTickMissingFollowUpFailsThePartition(t *testing.T) {
+	f := &faultyStore{}
+	h := newHarness(t, withFaultyTable(f))
+	h.onboard("u1", delay("a", time.Second))
+	// The index learns of a follow-up the stored value lacks (as a bug or a
+	// store out of step would show it).
+	h.s.Punctuator().Index(0).Update("u1", nil, &punctuation.Value{Pending: []punctuation.Task{{Due: t0.Add(time.Second).UnixNano(), ID: "ghost"}}})
+	h.tickAt(time.Second)
+	h.expectFailure("is in the due index but not in the user's value")
+	if m := f.value(t, tickKey); m != nil {
+		t.Fatalf("mark written: %v", m)
+	}
+}
+
+// A due follow-up whose user's stored value does not decode cannot be called
+// (there is no phone to call); it goes to the dead-letter topic with the
+// stored bytes, and the partition goes on firing the others.
+func TestTickUnreadableValueIsDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	h.onboard("u1", delay("a", time.Second))
+	h.onboard("u2", delay("a", time.Second))
+	// Corrupt u2's value without a write the index sees: the tester's
+	// SetTableValue writes the store directly.
+	bad := []byte{0x0a, 0x02, 0xff, 0xfe}
+	h.tt.SetTableValue(h.topics.SchedulerTable(), "u2", &codec.Undecodable{Data: bad})
+	h.tickAt(time.Second)
+	c := h.expectCalls("a")
+	if c[0].GetUserId() != "u1" {
+		t.Fatalf("call for %s", c[0].GetUserId())
+	}
+	dls := h.deadLetters()
+	if len(dls) != 1 || dls[0].GetReason() != string(deadletter.ReasonUnreadableState) || string(dls[0].GetKey()) != "u2" ||
+		string(dls[0].GetValue()) != string(bad) || dls[0].GetSourceTopic() != string(h.topics.Ticks) {
+		t.Fatalf("dead letters %v", dls)
+	}
+	if h.s.Stats.Unreadable.Load() != 1 {
+		t.Fatalf("unreadable count %d", h.s.Stats.Unreadable.Load())
+	}
 }
 
 func delay(id string, d time.Duration) *pb.FollowUp {

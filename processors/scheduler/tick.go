@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -44,7 +46,7 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 				s.Stats.ReplayScans.Add(1)
 				older, err := s.punct.FiredBetween(part, from, mark.Checkpoint)
 				if err != nil {
-					s.cfg.Logger.Error("replay: scan for fired follow-ups", "partition", part, "err", err)
+					ctx.Fail(fmt.Errorf("replay of partition %d: %w", part, err))
 				}
 				fired = append(older, fired...)
 			}
@@ -63,12 +65,21 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 	if now.Sub(time.Unix(0, mark.StagedAt)) >= s.cfg.ReplayKeep {
 		next.Checkpoint, next.Staged, next.StagedAt = mark.Staged, mark.Through, now.UnixNano()
 	}
-	ctx.SetValue(markValue(ctx.Key(), next))
+	ctx.SetValue(markValue(ctx.Key(), next)) // the storage wrapper also moves the due index's mark
 }
 
 // publish emits the calls of the follow-ups at ps, reading each user's value
 // from the partition's store once. A replay also finds follow-ups the user's
 // value has since recorded as fired. It returns the calls emitted.
+//
+// Nothing is skipped silently: a store that cannot be read, or a follow-up
+// the index holds but its user's value does not, fails the partition
+// (ctx.Fail: Goka stops the processor before the tick is committed, the
+// role restarts it, the index is rebuilt from the store and the tick
+// replays). A stored value that does not decode cannot be called (it has
+// no phone to call) and would fail every replay the same way, so its
+// follow-up goes to the dead-letter topic as unreadable_state with the
+// stored bytes, for an operator to act on, and the partition goes on.
 func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, now time.Time, replay bool) int {
 	table := s.punct.Table(part)
 	states := make(map[string]*pb.UserState)
@@ -77,13 +88,23 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, 
 	for _, p := range ps {
 		st, ok := states[p.User]
 		if !ok {
-			st = s.stored(table, p.User)
+			var raw []byte
+			var err error
+			if st, raw, err = stored(table, p.User); err != nil {
+				var re *RejectError
+				if !errors.As(err, &re) {
+					ctx.Fail(fmt.Errorf("fire partition %d: %w", part, err))
+				}
+				s.Stats.Unreadable.Add(1)
+				s.dlq.SendKey(ctx, p.User, re.Reason, fmt.Sprintf("follow-up %q due %s not called: %s", p.Task, p.Time().UTC().Format(time.RFC3339Nano), re.Detail), raw)
+				continue
+			}
 			states[p.User] = st
 		}
 		t := findTask(st, p, replay)
 		if t == nil {
-			s.cfg.Logger.Error("due follow-up not in its user's value", "user", p.User, "task", p.Task, "due", p.Time())
-			continue
+			ctx.Fail(fmt.Errorf("fire partition %d: follow-up %q of user %q due %s is in the due index but not in the user's value",
+				part, p.Task, p.User, p.Time().UTC().Format(time.RFC3339Nano)))
 		}
 		ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, CallID(p.User, t), firedAt))
 		n++
@@ -91,20 +112,22 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, 
 	return n
 }
 
-// stored reads a user's value from the partition's store.
-func (s *Scheduler) stored(table interface{ Get(string) ([]byte, error) }, user string) *pb.UserState {
-	st := &pb.UserState{UserId: user}
+// stored reads a user's value from the partition's store: an I/O error, or
+// a *RejectError (unreadable_state) with the raw bytes when the value does
+// not decode.
+func stored(table interface{ Get(string) ([]byte, error) }, user string) (*pb.UserState, []byte, error) {
 	if table == nil {
-		return st
+		return nil, nil, errors.New("partition not open")
 	}
 	raw, err := table.Get(user)
-	if err == nil {
-		err = proto.Unmarshal(raw, st)
-	}
 	if err != nil {
-		s.cfg.Logger.Error("read user state", "user", user, "err", err)
+		return nil, nil, fmt.Errorf("read the value of user %q: %w", user, err)
 	}
-	return st
+	st := &pb.UserState{}
+	if err := proto.Unmarshal(raw, st); err != nil {
+		return nil, raw, reject(deadletter.ReasonUnreadableState, "the stored value of user %q does not decode: %v", user, err)
+	}
+	return st, raw, nil
 }
 
 func findTask(st *pb.UserState, p punctuation.Pos, fired bool) *pb.Task {
