@@ -328,7 +328,12 @@ func schedule(t *testing.T, brokers, pfx string, partitions int, plan map[string
 	}
 	want := map[followUp]time.Time{}
 	now := timestamppb.Now()
-	var errs []error
+	type command struct {
+		user string
+		cmd  *pb.Command
+	}
+	var failed []command
+	var lastErr error
 	var mu sync.Mutex
 	for user, tasks := range plan {
 		ob := &pb.Onboard{Phone: "+14155550100", TimeZone: "America/Chicago"}
@@ -336,14 +341,15 @@ func schedule(t *testing.T, brokers, pfx string, partitions int, plan map[string
 			ob.FollowUps = append(ob.FollowUps, &pb.FollowUp{TaskId: task, When: &pb.FollowUp_DueAt{DueAt: timestamppb.New(due)}})
 			want[followUp{user, task}] = due.Truncate(time.Nanosecond)
 		}
-		prom, err := em.Emit(user, &pb.Command{UserId: user, RequestedAt: now, Command: &pb.Command_Onboard{Onboard: ob}})
+		cmd := &pb.Command{UserId: user, RequestedAt: now, Command: &pb.Command_Onboard{Onboard: ob}}
+		prom, err := em.Emit(user, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
 		prom.Then(func(err error) {
 			if err != nil {
 				mu.Lock()
-				errs = append(errs, err)
+				failed, lastErr = append(failed, command{user, cmd}), err
 				mu.Unlock()
 			}
 		})
@@ -351,8 +357,27 @@ func schedule(t *testing.T, brokers, pfx string, partitions int, plan map[string
 	if err := em.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	if len(errs) > 0 {
-		t.Fatalf("%d onboarding commands not produced: %v", len(errs), errs[0])
+	// A topic the scheduler has just created may not have its partition
+	// leaders everywhere yet: produce what failed again, once they do.
+	for attempt := 0; len(failed) > 0; attempt++ {
+		if attempt == 20 {
+			t.Fatalf("%d onboarding commands not produced: %v", len(failed), lastErr)
+		}
+		time.Sleep(250 * time.Millisecond) // the broker's metadata has no event to await
+		em, err := goka.NewEmitter(k.Brokers, topology.NewTopics(pfx).Onboarding, new(codec.Command), k.EmitterOptions()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retry := failed
+		failed = nil
+		for _, c := range retry {
+			if err := em.EmitSync(c.user, c.cmd); err != nil {
+				failed, lastErr = append(failed, c), err
+			}
+		}
+		if err := em.Finish(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return want
 }

@@ -130,9 +130,7 @@ func (k Kafka) ProcessorOptions() []goka.ProcessorOption {
 	return []goka.ProcessorOption{
 		goka.WithHasher(Murmur2()),
 		goka.WithProducerBuilder(k.ProducerBuilder),
-		goka.WithConsumerGroupBuilder(func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
-			return goka.ConsumerGroupBuilderWithConfig(k.Sarama())(brokers, group, clientID)
-		}),
+		goka.WithConsumerGroupBuilder(k.ConsumerGroupBuilder),
 		goka.WithConsumerSaramaBuilder(k.consumerBuilder),
 		goka.WithTopicManagerBuilder(k.topicManagerBuilder),
 	}
@@ -162,6 +160,11 @@ func (k Kafka) ViewOptions() []goka.ViewOption {
 // ProducerBuilder builds the producers of ivrsched's processors and emitters.
 func (k Kafka) ProducerBuilder(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
 	return goka.ProducerBuilderWithConfig(k.Sarama())(brokers, clientID, hasher)
+}
+
+// ConsumerGroupBuilder builds the consumer groups of ivrsched's processors.
+func (k Kafka) ConsumerGroupBuilder(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
+	return goka.ConsumerGroupBuilderWithConfig(k.Sarama())(brokers, group, clientID)
 }
 
 func (k Kafka) consumerBuilder(brokers []string, clientID string) (sarama.Consumer, error) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
 	"github.com/lovoo/goka/web/index"
 	"github.com/lovoo/goka/web/monitor"
 	"github.com/lovoo/goka/web/query"
@@ -53,6 +54,10 @@ type Config struct {
 
 	Clock  clock.Clock
 	Logger *slog.Logger
+
+	// wrapSchedulerStorage, set by tests, wraps the scheduler's storage
+	// builder (fault injection).
+	wrapSchedulerStorage func(storage.Builder) storage.Builder
 }
 
 // Validate checks the configuration.
@@ -64,6 +69,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: no data directory", topology.ErrConfig)
 	}
 	return nil
+}
+
+func (c Config) schedulerStorage(b storage.Builder) storage.Builder {
+	if c.wrapSchedulerStorage != nil {
+		return c.wrapSchedulerStorage(b)
+	}
+	return b
 }
 
 func (c Config) logger() *slog.Logger {
@@ -121,7 +133,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		stores := localstore.New(filepath.Join(cfg.DataDir, "scheduler"), log)
 		s, err := scheduler.New(scheduler.Config{
 			Topics:     cfg.Topics,
-			Storage:    stores.Builder(),
+			Storage:    cfg.schedulerStorage(stores.Builder()),
 			Clock:      cfg.Clock,
 			Default:    cfg.Default,
 			Limits:     cfg.Limits,
@@ -134,9 +146,9 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		}
 		run.Scheduler = s
 		settled = s.Settled
-		all = append(all, newRole("scheduler", string(cfg.Topics.SchedulerTable()), log, func() (*goka.Processor, error) {
-			return s.Processor(cfg.Kafka.Brokers, withStores(opts, stores, cfg.Kafka)...)
-		}))
+		all = append(all, newRole("scheduler", string(cfg.Topics.SchedulerTable()), log, cfg.Clock, func(extra ...goka.ProcessorOption) (*goka.Processor, error) {
+			return s.Processor(cfg.Kafka.Brokers, append(withStores(opts, stores, cfg.Kafka), extra...)...)
+		}).supervised(cfg.Kafka, cfg.Topics.Scheduler))
 		g.Go(func() error { return s.Punctuator().Run(ctx) })
 		g.Go(func() error {
 			<-ctx.Done()
@@ -157,9 +169,9 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			return err
 		}
 		run.Dialer = d
-		all = append(all, newRole("dialer", string(cfg.Topics.DialerTable()), log, func() (*goka.Processor, error) {
-			return d.Processor(cfg.Kafka.Brokers, withStores(opts, stores, cfg.Kafka)...)
-		}))
+		all = append(all, newRole("dialer", string(cfg.Topics.DialerTable()), log, cfg.Clock, func(extra ...goka.ProcessorOption) (*goka.Processor, error) {
+			return d.Processor(cfg.Kafka.Brokers, append(withStores(opts, stores, cfg.Kafka), extra...)...)
+		}).supervised(cfg.Kafka, cfg.Topics.Dialer))
 	}
 	for _, r := range all {
 		first, err := r.build()

@@ -2,15 +2,19 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -41,7 +45,55 @@ func (p *placed) Place(_ context.Context, c *pb.IVRCall) (dialer.Result, error) 
 // End to end on the embedded broker, several partitions: every user's
 // follow-up reaches the provider exactly once, never before its due time.
 func TestEndToEndEmbedded(t *testing.T) {
-	const users = 200
+	run := endToEnd(t, 200, nil)
+	if got := run.Scheduler.Stats.Fired.Load(); got != 200 {
+		t.Fatalf("scheduler fired %d, want 200", got)
+	}
+}
+
+// faultyReads fails every nth read of a user's value from the scheduler's
+// store, limit times in all.
+type faultyReads struct {
+	storage.Storage
+	n, limit int64
+	reads    *atomic.Int64
+	faults   *atomic.Int64
+}
+
+func (f *faultyReads) Get(key string) ([]byte, error) {
+	if !strings.HasPrefix(key, topology.ReservedPrefix) && f.reads.Add(1)%f.n == 0 && f.faults.Add(1) <= f.limit {
+		return nil, errors.New("injected read fault")
+	}
+	return f.Storage.Get(key)
+}
+
+// Store faults on the firing path (and the command path) fail the
+// partition; the role restarts the processor, the input replays, and every
+// follow-up still reaches the provider exactly once, never early.
+func TestStoreFaultsLoseNothing(t *testing.T) {
+	var reads, faults atomic.Int64
+	run := endToEnd(t, 200, func(c *Config) {
+		c.wrapSchedulerStorage = func(inner storage.Builder) storage.Builder {
+			return func(topic string, part int32) (storage.Storage, error) {
+				st, err := inner(topic, part)
+				if err != nil || topic != string(c.Topics.SchedulerTable()) {
+					return st, err
+				}
+				return &faultyReads{Storage: st, n: 97, limit: 3, reads: &reads, faults: &faults}, nil
+			}
+		}
+	})
+	if n := min(faults.Load(), 3); n < 1 {
+		t.Fatalf("no fault injected (%d reads)", reads.Load())
+	}
+	t.Logf("%d faults injected in %d reads; fired %d (with replays)", min(faults.Load(), 3), reads.Load(), run.Scheduler.Stats.Fired.Load())
+}
+
+// endToEnd runs both roles on the embedded broker, onboards users with a
+// follow-up each, and checks that each reaches the provider exactly once,
+// never before its due time.
+func endToEnd(t *testing.T, users int, wrap func(*Config)) *Running {
+	t.Helper()
 	b, err := StartEmbedded("127.0.0.1:0", "")
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +107,9 @@ func TestEndToEndEmbedded(t *testing.T) {
 		DataDir:  t.TempDir(),
 		Provider: prov,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if wrap != nil {
+		wrap(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -128,11 +183,12 @@ func TestEndToEndEmbedded(t *testing.T) {
 	}
 	slices.Sort(late)
 	t.Logf("%d calls, lateness at the provider: p50 %v p99 %v max %v", len(late), late[len(late)/2], late[len(late)*99/100], late[len(late)-1])
-	if got := run.Scheduler.Stats.Fired.Load(); got != users {
-		t.Fatalf("scheduler fired %d, want %d", got, users)
+	if len(prov.calls) != users {
+		t.Fatalf("%d calls placed, want %d", len(prov.calls), users)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
 	}
+	return run
 }

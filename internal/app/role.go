@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/topology"
 	"github.com/lovoo/goka"
 )
 
@@ -17,22 +19,57 @@ import (
 type role struct {
 	name, table string
 	log         *slog.Logger
-	build       func() (*goka.Processor, error)
-	cur         atomic.Pointer[goka.Processor]
-	ready       chan struct{} // closed when the first processor is ready
-	readyOnce   sync.Once
+	// newProcessor builds the role's processor with the given options added
+	// last (extra).
+	newProcessor func(extra ...goka.ProcessorOption) (*goka.Processor, error)
+	extra        []goka.ProcessorOption
+	clock        clock.Clock
+	// probe reports whether the brokers answer; nil: always.
+	probe func(context.Context) error
+	// leave takes a failed processor's member out of its consumer group,
+	// so the rebuilt one need not wait for it to time out; nil: nothing.
+	leave     func(context.Context) error
+	cur       atomic.Pointer[goka.Processor]
+	ready     chan struct{} // closed when the first processor is ready
+	readyOnce sync.Once
 }
 
 const (
 	minBackoff      = time.Second
 	maxBackoff      = 30 * time.Second
+	probeEvery      = 500 * time.Millisecond
 	progressEvery   = 2 * time.Second
 	healthyRunReset = 2 * time.Minute
 )
 
-func newRole(name, table string, log *slog.Logger, build func() (*goka.Processor, error)) *role {
-	return &role{name: name, table: table, log: log.With("role", name), build: build, ready: make(chan struct{})}
+func newRole(name, table string, log *slog.Logger, clk clock.Clock, newProcessor func(extra ...goka.ProcessorOption) (*goka.Processor, error)) *role {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	return &role{name: name, table: table, log: log.With("role", name), clock: clk, newProcessor: newProcessor, ready: make(chan struct{})}
 }
+
+// supervised gives the role what its supervisor needs against a cluster:
+// a probe of the brokers, and the consumer group membership of its
+// processors, to take a failed one out of group.
+func (r *role) supervised(k topology.Kafka, group goka.Group) *role {
+	probe := k
+	probe.DialTimeout = time.Second
+	r.probe = func(ctx context.Context) error {
+		c, err := probe.Connect(ctx)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	m := &membership{kafka: k, group: string(group)}
+	r.leave = m.leave
+	r.extra = append(r.extra, m.option())
+	return r
+}
+
+// build builds a new processor for the role.
+func (r *role) build() (*goka.Processor, error) { return r.newProcessor(r.extra...) }
 
 // get looks a key up in the current processor's table (owned partitions).
 func (r *role) get(key string) (any, error) {
@@ -44,18 +81,28 @@ func (r *role) get(key string) (any, error) {
 }
 
 // supervise runs p, then rebuilt processors, until ctx ends.
+//
+// After a failure it waits before it rebuilds: at least minBackoff, then,
+// while the brokers do not answer, until they do (probing every
+// probeEvery, one metadata request, so a broker that is down is not
+// hammered), and it rebuilds within about probeEvery of their answer. A
+// processor that fails while the brokers answer is a fault of its own: the
+// wait doubles (to maxBackoff) until a run stays healthy for
+// healthyRunReset. Before it rebuilds, it takes the failed processor's
+// member out of the consumer group (leave), so the group does not wait
+// for that member's session to time out.
 func (r *role) supervise(ctx context.Context, p *goka.Processor) error {
 	backoff := minBackoff
 	for {
 		var err error
 		if p != nil {
 			r.cur.Store(p)
-			began := time.Now()
+			began := r.clock.Now()
 			err = r.runOnce(ctx, p)
 			if ctx.Err() != nil {
 				return nil
 			}
-			if time.Since(began) > healthyRunReset {
+			if r.clock.Now().Sub(began) > healthyRunReset {
 				backoff = minBackoff
 			}
 			if err == nil {
@@ -63,16 +110,58 @@ func (r *role) supervise(ctx context.Context, p *goka.Processor) error {
 			}
 		}
 		r.log.Error("processor failed; restarting", "err", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
+		brokersDown, err := r.pause(ctx, backoff)
+		if err != nil {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxBackoff)
+		if !brokersDown {
+			backoff = min(2*backoff, maxBackoff)
+		}
+		if r.leave != nil {
+			if err := r.leave(ctx); err != nil {
+				r.log.Warn("take the failed processor out of its group", "err", err)
+			}
+		}
 		if p, err = r.build(); err != nil {
 			p = nil
 			r.log.Error("rebuild processor", "err", err)
 		}
+	}
+}
+
+// pause waits before a rebuild: minBackoff, then until the brokers answer
+// if they did not (brokersDown), else until backoff has passed. It returns
+// an error only when ctx ends.
+func (r *role) pause(ctx context.Context, backoff time.Duration) (brokersDown bool, err error) {
+	start := r.clock.Now()
+	if err := r.sleep(ctx, minBackoff); err != nil {
+		return false, err
+	}
+	for r.probe != nil && r.probe(ctx) != nil {
+		if !brokersDown {
+			r.log.Warn("brokers do not answer; waiting for them", "probe_every", probeEvery)
+		}
+		brokersDown = true
+		if err := r.sleep(ctx, probeEvery); err != nil {
+			return true, err
+		}
+	}
+	if brokersDown {
+		r.log.Info("brokers answer again", "after", r.clock.Now().Sub(start).Round(time.Millisecond))
+		return true, nil
+	}
+	return false, r.sleep(ctx, backoff-r.clock.Now().Sub(start))
+}
+
+func (r *role) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.clock.After(d):
+		return nil
 	}
 }
 

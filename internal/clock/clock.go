@@ -79,3 +79,28 @@ func (f *Fake) Set(t time.Time) {
 	}
 	f.waiters = kept
 }
+
+// Waiting returns how many After channels wait for the fake time to move.
+func (f *Fake) Waiting() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.waiters)
+}
+
+// AdvanceToNext moves the time to the earliest waiter's and wakes it (and
+// any due with it); without waiters it does nothing.
+func (f *Fake) AdvanceToNext() {
+	f.mu.Lock()
+	if len(f.waiters) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	next := f.waiters[0].at
+	for _, w := range f.waiters[1:] {
+		if w.at.Before(next) {
+			next = w.at
+		}
+	}
+	f.mu.Unlock()
+	f.Set(next)
+}

@@ -1,0 +1,128 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// membership remembers the consumer group member id of a role's processor,
+// so that after the processor failed (a lost broker, say) the role can take
+// that member out of the group before it joins again. Without it the group
+// keeps the dead member until its session times out (10 s by default) and
+// the rejoin waits that long after the broker is back. A processor that
+// closes while the broker answers leaves by itself; one with static
+// membership (--instance-id) is replaced at its rejoin, so it needs nothing.
+type membership struct {
+	kafka topology.Kafka
+	group string
+
+	mu     sync.Mutex
+	member string
+}
+
+// option wraps the role's consumer group so that each session's member id
+// is recorded. It goes after the cluster's own options.
+func (m *membership) option() goka.ProcessorOption {
+	return goka.WithConsumerGroupBuilder(func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
+		cg, err := m.kafka.ConsumerGroupBuilder(brokers, group, clientID)
+		if err != nil {
+			return nil, err
+		}
+		return memberRecorder{ConsumerGroup: cg, m: m}, nil
+	})
+}
+
+// leave takes the last recorded member out of the group, if it is still in.
+func (m *membership) leave(ctx context.Context) error {
+	m.mu.Lock()
+	member := m.member
+	m.member = ""
+	m.mu.Unlock()
+	if member == "" || m.kafka.InstanceID != "" {
+		return nil
+	}
+	client, err := m.kafka.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	// A broker just back may not coordinate the group yet: ask again.
+	for attempt := 1; ; attempt++ {
+		err := m.leaveOnce(client, member)
+		if err == nil || attempt == leaveAttempts || !retriable(err) {
+			return err
+		}
+		if err := client.RefreshCoordinator(m.group); err != nil && attempt == leaveAttempts-1 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(leaveRetry):
+		}
+	}
+}
+
+const (
+	leaveAttempts = 20
+	leaveRetry    = 250 * time.Millisecond
+)
+
+func retriable(err error) bool {
+	return errors.Is(err, sarama.ErrNotCoordinatorForConsumer) || errors.Is(err, sarama.ErrOffsetsLoadInProgress) ||
+		errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) || errors.Is(err, sarama.ErrNotEnoughReplicas)
+}
+
+func (m *membership) leaveOnce(client sarama.Client, member string) error {
+	coord, err := client.Coordinator(m.group)
+	if err != nil {
+		return fmt.Errorf("coordinator of %s: %w", m.group, err)
+	}
+	resp, err := coord.LeaveGroup(&sarama.LeaveGroupRequest{Version: 4, GroupId: m.group, Members: []sarama.MemberIdentity{{MemberId: member}}})
+	if err != nil {
+		return fmt.Errorf("leave group %s: %w", m.group, err)
+	}
+	for _, e := range append([]sarama.KError{resp.Err}, memberErrs(resp)...) {
+		if e != sarama.ErrNoError && !errors.Is(e, sarama.ErrUnknownMemberId) {
+			return fmt.Errorf("leave group %s: %w", m.group, e)
+		}
+	}
+	return nil
+}
+
+func memberErrs(r *sarama.LeaveGroupResponse) []sarama.KError {
+	out := make([]sarama.KError, len(r.Members))
+	for i, m := range r.Members {
+		out[i] = m.Err
+	}
+	return out
+}
+
+type memberRecorder struct {
+	sarama.ConsumerGroup
+	m *membership
+}
+
+func (r memberRecorder) Consume(ctx context.Context, topics []string, h sarama.ConsumerGroupHandler) error {
+	return r.ConsumerGroup.Consume(ctx, topics, sessionRecorder{ConsumerGroupHandler: h, m: r.m})
+}
+
+type sessionRecorder struct {
+	sarama.ConsumerGroupHandler
+	m *membership
+}
+
+func (s sessionRecorder) Setup(sess sarama.ConsumerGroupSession) error {
+	s.m.mu.Lock()
+	s.m.member = sess.MemberID()
+	s.m.mu.Unlock()
+	return s.ConsumerGroupHandler.Setup(sess)
+}
