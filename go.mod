@@ -1,6 +1,7 @@
 module github.com/ivrsched/ivrsched
 
 go 1.26.0
+
 require (
 	github.com/IBM/sarama v1.46.3
 	github.com/davecgh/go-spew v1.1.1
@@ -30,6 +31,12 @@ require (
 	go.uber.org/mock v0.6.0
 	golang.org/x/crypto v0.51.0
 	golang.org/x/net v0.53.0
-	golang.org/x/sync v0.19.0
-	google.golang.org/protobuf v1.36.10
+	golang.org/x/sync v0.20.0
+	google.golang.org/protobuf v1.36.11
+)
+
+require (
+	github.com/nyaruka/phonenumbers v1.8.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/text v0.37.0 // indirect
 )
