@@ -26,37 +26,37 @@ func capCalls(recent []Call, self string) []time.Time {
 }
 
 // capAllows tells whether a call at t keeps every period [s, s+per) that
-// contains t at no more than calls calls, counting the others. The fullest
-// such period starts at one of the calls in (t-per, t], t itself included.
+// contains t at no more than calls calls, counting the others (sorted). The
+// fullest such period starts at one of the calls in (t-per, t], t itself
+// included: one pass over the calls within per of t.
 func capAllows(t time.Time, c Cap, others []time.Time) bool {
-	lo := t.Add(-c.Per)
-	hi := t.Add(c.Per)
-	// The others within per of t, sorted; the periods to check start at t
-	// or at one of those not after t.
-	near := others[sort.Search(len(others), func(i int) bool { return others[i].After(lo) }):]
-	count := func(start time.Time) int {
-		n := 0
-		if !t.Before(start) && t.Before(start.Add(c.Per)) {
-			n++
+	lo, hi := t.Add(-c.Per), t.Add(c.Per)
+	i := sort.Search(len(others), func(i int) bool { return others[i].After(lo) })
+	j := sort.Search(len(others), func(j int) bool { return !others[j].Before(hi) })
+	near := others[i:j] // within per of t, sorted
+	at := sort.Search(len(near), func(k int) bool { return near[k].After(t) })
+	// The calls in order with t inserted after the others at the same
+	// instant: positions 0..len(near), t at position at.
+	get := func(k int) time.Time {
+		switch {
+		case k < at:
+			return near[k]
+		case k == at:
+			return t
 		}
-		for _, o := range near {
-			if !o.Before(hi) {
-				break
-			}
-			if !o.Before(start) && o.Before(start.Add(c.Per)) {
-				n++
-			}
-		}
-		return n
+		return near[k-1]
 	}
-	if count(t) > c.Calls {
-		return false
-	}
-	for _, o := range near {
-		if o.After(t) {
-			break
+	n := len(near) + 1
+	end := 0
+	for start := 0; start <= at; start++ {
+		s := get(start)
+		if end < start {
+			end = start
 		}
-		if count(o) > c.Calls {
+		for end < n && get(end).Before(s.Add(c.Per)) {
+			end++
+		}
+		if end-start > c.Calls {
 			return false
 		}
 	}

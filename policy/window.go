@@ -72,7 +72,9 @@ func (c *compiled) blackedOut(d wallclock.Date, region string) (string, bool) {
 // max(s, t), which is all the spread looks at. ok is false when nothing
 // opens before limit.
 func (c *compiled) zoneOpen(loc *time.Location, region string, t time.Time, need time.Duration, limit time.Time) (s, e time.Time, ok bool) {
-	first := wallclock.DateOf(t, loc).AddDays(-1)
+	// The spans of earlier dates end by the first instant reading t's
+	// date, which is not after t.
+	first := wallclock.DateOf(t, loc)
 	last := wallclock.DateOf(limit, loc)
 	for day := first; day.Compare(last) <= 0; day = day.AddDays(1) {
 		spans := c.week[day.Weekday()]

@@ -39,13 +39,22 @@ func ParseDate(s string) (Date, error) {
 
 // AddDays is the date n days later (earlier when n < 0).
 func (d Date) AddDays(n int) Date {
+	if n == 1 && d.Day < 28 {
+		return Date{d.Year, d.Month, d.Day + 1}
+	}
 	y, m, dd := time.Date(d.Year, d.Month, d.Day+n, 12, 0, 0, 0, time.UTC).Date()
 	return Date{y, m, dd}
 }
 
 // Weekday is the day of the week of d.
 func (d Date) Weekday() time.Weekday {
-	return time.Date(d.Year, d.Month, d.Day, 12, 0, 0, 0, time.UTC).Weekday()
+	// Sakamoto's method for the Gregorian calendar.
+	t := [...]int{0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4}
+	y := d.Year
+	if d.Month < 3 {
+		y--
+	}
+	return time.Weekday(((y+y/4-y/100+y/400+t[d.Month-1]+d.Day)%7 + 7) % 7)
 }
 
 // Compare returns -1, 0 or +1 as d is before, equal to or after e.
@@ -80,6 +89,12 @@ func (d Date) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, d.M
 // is 03:00 EDT); a wall time that occurs twice gives the first occurrence
 // (01:30 on a fall-back night in New York is 01:30 EDT).
 func At(d Date, sec int, loc *time.Location) time.Time {
+	// Most wall times are more than a day from any offset change: then Go's
+	// answer is the only one.
+	g := time.Date(d.Year, d.Month, d.Day, 0, 0, sec, 0, loc)
+	if start, end := g.ZoneBounds(); (start.IsZero() || g.Sub(start) > 26*time.Hour) && (end.IsZero() || end.Sub(g) > 26*time.Hour) {
+		return g
+	}
 	// The wall time written as if it were UTC; an instant t has wall time
 	// w in loc when t + offset(t) == w.
 	w := time.Date(d.Year, d.Month, d.Day, 0, 0, sec, 0, time.UTC)
@@ -116,7 +131,7 @@ func At(d Date, sec int, loc *time.Location) time.Time {
 		}
 		x = end
 	}
-	return time.Date(d.Year, d.Month, d.Day, 0, 0, sec, 0, loc)
+	return g
 }
 
 // wall is t's wall-clock reading in loc, written as a UTC time.

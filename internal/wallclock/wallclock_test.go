@@ -120,3 +120,15 @@ func TestDate(t *testing.T) {
 		}
 	}
 }
+
+// Weekday and AddDays agree with the time package over four centuries of days.
+func TestDateArithmetic(t *testing.T) {
+	d := Date{1900, 1, 1}
+	for i := range 146097 {
+		want := time.Date(1900, 1, 1+i, 12, 0, 0, 0, time.UTC)
+		if d != (Date{want.Year(), want.Month(), want.Day()}) || d.Weekday() != want.Weekday() {
+			t.Fatalf("day %d: %s %v, want %s %v", i, d, d.Weekday(), want.Format(time.DateOnly), want.Weekday())
+		}
+		d = d.AddDays(1)
+	}
+}
