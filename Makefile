@@ -6,7 +6,7 @@ PROTOC_GEN_GO_VERSION := v1.36.10
 FUZZTIME ?= 2m
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # package:target pairs of the fuzz targets
-FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./processors/scheduler:FuzzParseValue
+FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./processors/scheduler:FuzzParseValue ./policy:FuzzEffective
 
 # Benchmark: this project against etf1's Kafka scheduler, asynq on Redis and
 # the seeds' re-enqueue loop (bench/ is a module of its own).

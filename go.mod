@@ -21,6 +21,7 @@ require (
 	github.com/jcmturner/rpc/v2 v2.0.3
 	github.com/klauspost/compress v1.20.3
 	github.com/lovoo/goka v1.1.16
+	github.com/nyaruka/phonenumbers v1.8.1
 	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9
 	github.com/syndtr/goleveldb v1.0.0
@@ -28,8 +29,11 @@ require (
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	go.uber.org/mock v0.6.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.51.0
 	golang.org/x/net v0.53.0
-	golang.org/x/sync v0.19.0
-	google.golang.org/protobuf v1.36.10
+	golang.org/x/sync v0.20.0
+	google.golang.org/protobuf v1.36.11
 )
+
+require golang.org/x/text v0.37.0 // indirect
