@@ -72,6 +72,7 @@ type (
 	Command       = Proto[pb.Command, *pb.Command]
 	UserState     = Proto[pb.UserState, *pb.UserState]
 	Tick          = Proto[pb.Tick, *pb.Tick]
+	Wake          = Proto[pb.Wake, *pb.Wake]
 	IVRCall       = Proto[pb.IVRCall, *pb.IVRCall]
 	CallResult    = Proto[pb.CallResult, *pb.CallResult]
 	ScheduleEvent = Proto[pb.ScheduleEvent, *pb.ScheduleEvent]

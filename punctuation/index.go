@@ -62,14 +62,24 @@ type Mark struct {
 type Task struct {
 	Due int64
 	ID  string
+	// Held: scheduled at or before the mark while not yet due by the
+	// scheduling host's clock. The mark does not cover it; it is a timer.
+	Held bool
 }
 
 // Value is what the index reads from one table value.
 type Value struct {
-	Pending []Task // not yet recorded as fired (those at or before the mark have fired)
+	Pending []Task // not yet recorded as fired (those at or before the mark have fired, held ones excepted)
 	Fired   []Task // recorded as fired
 	Mark    *Mark  // set on a tick key's value
+	// LastActive is the latest of the value's due times and of its last
+	// update (unix nanoseconds): retention counts from it.
+	LastActive int64
 }
+
+// RetentionTask is the task id of a user's retention timer (no follow-up
+// has an empty task id).
+const RetentionTask = ""
 
 // Index is the due index of one partition of the scheduler table: every
 // pending follow-up after the partition's fired mark, in firing order. It
@@ -85,6 +95,13 @@ type Value struct {
 // the follow-ups between the mark's Checkpoint and Through, the ones a
 // replayed tick may have to publish again.
 //
+// Beside the follow-ups after the mark, the index holds timers that the
+// mark does not cover, in a second B-tree of the same items: held
+// follow-ups (Task.Held), and with a retention set, one retention timer per
+// user with nothing pending, at LastActive + retention (task id
+// RetentionTask). The tick takes those that are due (TakeTimers) and wakes
+// their users' callbacks, which decide.
+//
 // Index is safe for concurrent use: the partition goroutine writes it, the
 // punctuator reads it.
 type Index struct {
@@ -93,8 +110,10 @@ type Index struct {
 	keys    keys
 	probe   Pos                 // what an item with probeRef stands for, while remove looks it up
 	ready   *btree.BTreeG[item] // pending follow-ups after the mark
+	timers  *btree.BTreeG[item] // held follow-ups and retention timers, whatever the mark
 	recent  *btree.BTreeG[Pos]  // fired, in (Checkpoint, Through]; nil once replay is settled
 	changed func()              // told when the earliest due time may have moved earlier
+	retain  int64               // retention in nanoseconds; 0: no retention timers
 }
 
 func posLess(a, b Pos) bool { return a.Less(b) }
@@ -105,7 +124,17 @@ func posLess(a, b Pos) bool { return a.Less(b) }
 func NewIndex(changed func()) *Index {
 	x := &Index{recent: btree.NewG(32, posLess), changed: changed}
 	x.ready = btree.NewG(32, x.itemLess)
+	x.timers = btree.NewG(32, x.itemLess)
 	return x
+}
+
+// SetRetention makes the index keep a retention timer for every user with
+// nothing pending, due retain after the user's LastActive (0: none). Call
+// it before the first Update.
+func (x *Index) SetRetention(retain time.Duration) {
+	x.mu.Lock()
+	x.retain = int64(retain)
+	x.mu.Unlock()
 }
 
 // itemLess orders items like their positions. Called with x.mu held.
@@ -129,32 +158,37 @@ func (x *Index) view(it item) Pos {
 // after reports whether it comes after p in firing order.
 func (x *Index) after(it item, p Pos) bool { return p.Less(x.view(it)) }
 
-// remove drops the follow-up at p, if the index has it.
-func (x *Index) remove(p Pos) {
+// remove drops the entry at p from tree, if it has it.
+func (x *Index) remove(tree *btree.BTreeG[item], p Pos) {
 	x.probe = p
-	if it, ok := x.ready.Delete(item{due: p.Due, ref: probeRef}); ok {
+	if it, ok := tree.Delete(item{due: p.Due, ref: probeRef}); ok {
 		x.keys.free(it)
 	}
 	x.probe = Pos{}
 }
 
-// add inserts the follow-up at p and reports whether it is now the
-// earliest.
-func (x *Index) add(p Pos) bool {
+// add inserts an entry at p into tree and reports whether it is now the
+// tree's earliest.
+func (x *Index) add(tree *btree.BTreeG[item], p Pos) bool {
 	it := x.keys.put(p.Due, p.User, p.Task)
-	if old, ok := x.ready.ReplaceOrInsert(it); ok {
+	if old, ok := tree.ReplaceOrInsert(it); ok {
 		x.keys.free(old)
 	}
-	min, _ := x.ready.Min()
+	min, _ := tree.Min()
 	return min == it
 }
 
-// takeMin removes the earliest follow-up and returns its position.
-func (x *Index) takeMin() Pos {
-	it, _ := x.ready.DeleteMin()
+// takeMin removes tree's earliest entry and returns its position.
+func (x *Index) takeMin(tree *btree.BTreeG[item]) Pos {
+	it, _ := tree.DeleteMin()
 	p := x.keys.pos(it)
 	x.keys.free(it)
 	return p
+}
+
+// retention is the position of key's retention timer for value v.
+func (x *Index) retention(key string, v *Value) Pos {
+	return Pos{Due: v.LastActive + x.retain, User: key, Task: RetentionTask}
 }
 
 // Update records that the table value of key changed from old to v (nil:
@@ -164,7 +198,14 @@ func (x *Index) Update(key string, old, v *Value) {
 	x.mu.Lock()
 	if old != nil {
 		for _, t := range old.Pending {
-			x.remove(Pos{t.Due, key, t.ID})
+			if t.Held {
+				x.remove(x.timers, Pos{t.Due, key, t.ID})
+			} else {
+				x.remove(x.ready, Pos{t.Due, key, t.ID})
+			}
+		}
+		if x.retain > 0 && old.Mark == nil {
+			x.remove(x.timers, x.retention(key, old))
 		}
 		if x.recent != nil { // replay candidates are what the values hold now
 			for _, ts := range [][]Task{old.Pending, old.Fired} {
@@ -179,15 +220,22 @@ func (x *Index) Update(key string, old, v *Value) {
 	}
 	notify := false
 	if v != nil {
+		active := false
 		for _, t := range v.Pending {
 			p := Pos{t.Due, key, t.ID}
-			if !x.mark.Through.Less(p) {
+			switch {
+			case t.Held:
+				active = true
+				notify = x.add(x.timers, p) || notify
+			case !x.mark.Through.Less(p):
 				x.keepRecent(p) // fired by a tick, not yet recorded in the user's value
-				continue
+			default:
+				active = true
+				notify = x.add(x.ready, p) || notify
 			}
-			if x.add(p) {
-				notify = true
-			}
+		}
+		if !active && x.retain > 0 && v.Mark == nil {
+			notify = x.add(x.timers, x.retention(key, v)) || notify
 		}
 		if x.recent != nil {
 			for _, t := range v.Fired {
@@ -195,6 +243,18 @@ func (x *Index) Update(key string, old, v *Value) {
 			}
 		}
 	}
+	x.mu.Unlock()
+	if notify && x.changed != nil {
+		x.changed()
+	}
+}
+
+// AddRetention sets user's retention timer, at lastActive plus the
+// retention: the tick calls it when it fires a user's last pending
+// follow-up, which does not write the user's value.
+func (x *Index) AddRetention(user string, lastActive int64) {
+	x.mu.Lock()
+	notify := x.retain > 0 && x.add(x.timers, x.retention(user, &Value{LastActive: lastActive}))
 	x.mu.Unlock()
 	if notify && x.changed != nil {
 		x.changed()
@@ -211,7 +271,7 @@ func (x *Index) setMark(m Mark) {
 			if !ok || x.after(it, m.Through) {
 				break
 			}
-			x.keepRecent(x.takeMin())
+			x.keepRecent(x.takeMin(x.ready))
 		}
 	}
 	if x.recent != nil {
@@ -237,14 +297,27 @@ func (x *Index) keepRecent(p Pos) {
 func (x *Index) TakeDue(now time.Time, max int) []Pos {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.take(x.ready, now, max)
+}
+
+// TakeTimers removes and returns, in order, up to max timers (held
+// follow-ups and retention timers) due at now. The caller wakes their
+// users' callbacks, whose writes put back what is still to come.
+func (x *Index) TakeTimers(now time.Time, max int) []Pos {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.take(x.timers, now, max)
+}
+
+func (x *Index) take(tree *btree.BTreeG[item], now time.Time, max int) []Pos {
 	n := now.UnixNano()
 	var out []Pos
 	for max <= 0 || len(out) < max {
-		it, ok := x.ready.Min()
+		it, ok := tree.Min()
 		if !ok || it.due > n {
 			break
 		}
-		out = append(out, x.takeMin())
+		out = append(out, x.takeMin(tree))
 	}
 	return out
 }
@@ -292,11 +365,15 @@ func (x *Index) Replayed(from Pos) (fired []Pos, complete bool) {
 	return fired, !from.Less(x.mark.Checkpoint)
 }
 
-// Next returns the earliest due time of the follow-ups after the mark.
+// Next returns the earliest due time of the follow-ups after the mark and
+// the timers.
 func (x *Index) Next() (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	it, ok := x.ready.Min()
+	if t, tok := x.timers.Min(); tok && (!ok || t.due < it.due) {
+		it, ok = t, true
+	}
 	if !ok {
 		return time.Time{}, false
 	}
@@ -312,11 +389,16 @@ func (x *Index) Len() int {
 
 // Pending returns a copy of the follow-ups after the mark, in firing order,
 // for tests and tools.
-func (x *Index) Pending() []Pos {
+func (x *Index) Pending() []Pos { return x.all(x.ready) }
+
+// Timers returns a copy of the timers, in order, for tests and tools.
+func (x *Index) Timers() []Pos { return x.all(x.timers) }
+
+func (x *Index) all(tree *btree.BTreeG[item]) []Pos {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := make([]Pos, 0, x.ready.Len())
-	x.ready.Ascend(func(it item) bool {
+	out := make([]Pos, 0, tree.Len())
+	tree.Ascend(func(it item) bool {
 		out = append(out, x.keys.pos(it))
 		return true
 	})

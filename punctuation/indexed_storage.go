@@ -50,6 +50,7 @@ func (s *indexed) MarkRecovered() error {
 	}
 	start := time.Now()
 	x := NewIndex(s.p.poke)
+	x.SetRetention(s.p.cfg.Retain)
 	key := s.p.cfg.MarkKey(s.part)
 	if raw, err := s.Storage.Get(key); err != nil {
 		return fmt.Errorf("index partition %d: %w", s.part, err)

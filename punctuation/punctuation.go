@@ -50,7 +50,10 @@ type Config struct {
 	Heartbeat time.Duration
 	// TickTimeout is how long a tick may go unanswered before another is sent.
 	TickTimeout time.Duration
-	Logger      *slog.Logger
+	// Retain, if positive, gives every user with nothing pending a
+	// retention timer at its LastActive plus Retain (Index.SetRetention).
+	Retain time.Duration
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() {

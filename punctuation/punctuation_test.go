@@ -256,9 +256,9 @@ func TestOtherTopicsAreNotIndexed(t *testing.T) {
 
 func TestTakeDueOrderAndLimit(t *testing.T) {
 	x := NewIndex(nil)
-	x.Update("late", nil, &Value{Pending: []Task{{t0.Add(time.Hour).UnixNano(), "t"}}})
-	x.Update("b", nil, &Value{Pending: []Task{{t0.Add(2 * time.Second).UnixNano(), "t"}}})
-	x.Update("a", nil, &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}, {t0.Add(3 * time.Second).UnixNano(), "u"}}})
+	x.Update("late", nil, &Value{Pending: []Task{{Due: t0.Add(time.Hour).UnixNano(), ID: "t"}}})
+	x.Update("b", nil, &Value{Pending: []Task{{Due: t0.Add(2 * time.Second).UnixNano(), ID: "t"}}})
+	x.Update("a", nil, &Value{Pending: []Task{{Due: t0.Add(time.Second).UnixNano(), ID: "t"}, {Due: t0.Add(3 * time.Second).UnixNano(), ID: "u"}}})
 
 	if got := x.TakeDue(t0, 0); len(got) != 0 {
 		t.Fatalf("nothing is due at t0, got %v", got)
@@ -279,7 +279,7 @@ func TestTakeDueOrderAndLimit(t *testing.T) {
 		t.Fatalf("next %v %v len %d, want late only", next, ok, x.Len())
 	}
 	// A new value replaces the user's follow-ups.
-	x.Update("late", &Value{Pending: []Task{{t0.Add(time.Hour).UnixNano(), "t"}}}, &Value{Pending: []Task{{t0.UnixNano(), "x"}}})
+	x.Update("late", &Value{Pending: []Task{{Due: t0.Add(time.Hour).UnixNano(), ID: "t"}}}, &Value{Pending: []Task{{Due: t0.UnixNano(), ID: "x"}}})
 	if p := x.Pending(); len(p) != 1 || p[0].Task != "x" {
 		t.Fatalf("pending %v", p)
 	}
@@ -289,8 +289,8 @@ func TestTakeDueOrderAndLimit(t *testing.T) {
 // as fired.
 func TestMarkHidesFiredFollowUps(t *testing.T) {
 	x := NewIndex(nil)
-	x.Update("a", nil, &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}}})
-	x.Update("b", nil, &Value{Pending: []Task{{t0.Add(2 * time.Second).UnixNano(), "t"}}})
+	x.Update("a", nil, &Value{Pending: []Task{{Due: t0.Add(time.Second).UnixNano(), ID: "t"}}})
+	x.Update("b", nil, &Value{Pending: []Task{{Due: t0.Add(2 * time.Second).UnixNano(), ID: "t"}}})
 	x.Update("m", nil, &Value{Mark: &Mark{Through: Pos{t0.Add(time.Second).UnixNano(), "a", "t"}}})
 	if p := x.Pending(); len(p) != 1 || p[0].User != "b" {
 		t.Fatalf("pending %v, want b", p)
@@ -298,7 +298,7 @@ func TestMarkHidesFiredFollowUps(t *testing.T) {
 	if !x.Fired(Pos{t0.Add(time.Second).UnixNano(), "a", "t"}) || !x.Fired(Pos{t0.UnixNano(), "z", "t"}) || x.Fired(Pos{t0.Add(time.Second).UnixNano(), "a", "u"}) {
 		t.Fatal("Fired disagrees with the mark")
 	}
-	x.Update("c", nil, &Value{Pending: []Task{{t0.UnixNano(), "t"}}})
+	x.Update("c", nil, &Value{Pending: []Task{{Due: t0.UnixNano(), ID: "t"}}})
 	if x.Len() != 1 {
 		t.Fatalf("a follow-up before the mark was indexed: %v", x.Pending())
 	}
@@ -315,9 +315,9 @@ func TestMarkHidesFiredFollowUps(t *testing.T) {
 func TestUpdateNotifiesOnlyWhenEarliestMovesEarlier(t *testing.T) {
 	n := 0
 	x := NewIndex(func() { n++ })
-	x.Update("a", nil, &Value{Pending: []Task{{t0.Add(time.Minute).UnixNano(), "t"}}})
-	x.Update("b", nil, &Value{Pending: []Task{{t0.Add(2 * time.Minute).UnixNano(), "t"}}})
-	x.Update("c", nil, &Value{Pending: []Task{{t0.Add(time.Second).UnixNano(), "t"}}})
+	x.Update("a", nil, &Value{Pending: []Task{{Due: t0.Add(time.Minute).UnixNano(), ID: "t"}}})
+	x.Update("b", nil, &Value{Pending: []Task{{Due: t0.Add(2 * time.Minute).UnixNano(), ID: "t"}}})
+	x.Update("c", nil, &Value{Pending: []Task{{Due: t0.Add(time.Second).UnixNano(), ID: "t"}}})
 	if n != 2 {
 		t.Fatalf("told %d times, want the first insert and c", n)
 	}

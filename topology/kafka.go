@@ -205,6 +205,7 @@ func (t Topics) Specs() []TopicSpec {
 	return []TopicSpec{
 		{Name: string(t.Onboarding), Retain: 7 * day, BrokerTime: true},
 		{Name: string(t.Ticks), Retain: time.Hour},
+		{Name: string(t.SchedulerLoop()), Retain: time.Hour}, // Goka checks it against its stream default; a restart rebuilds the timers anyway
 		{Name: string(t.SchedulerTable()), Compact: true},
 		{Name: string(t.Calls), Retain: 7 * day},
 		{Name: string(t.Results), Retain: 7 * day},

@@ -44,5 +44,9 @@ func NewTopics(prefix string) Topics {
 // SchedulerTable is the scheduler's group table: each user's pending follow-ups.
 func (t Topics) SchedulerTable() goka.Table { return goka.GroupTable(t.Scheduler) }
 
+// SchedulerLoop is the scheduler's loop topic (Goka's name for it): Wake
+// messages from a tick to a user's key.
+func (t Topics) SchedulerLoop() goka.Stream { return goka.Stream(string(t.Scheduler) + "-loop") }
+
 // DialerTable is the dialer's group table: recent call ids per user.
 func (t Topics) DialerTable() goka.Table { return goka.GroupTable(t.Dialer) }

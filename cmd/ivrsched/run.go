@@ -38,6 +38,7 @@ type roleFlags struct {
 	webhookURL    string
 	limits        limitFlags
 	tickGap       time.Duration
+	retain        time.Duration
 }
 
 func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault string) {
@@ -52,6 +53,7 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.StringVar(&r.provider, "provider", "log", "how the dialer places calls: log (only logs them) or webhook (POST to --webhook-url; signed with $IVRSCHED_WEBHOOK_SECRET if set)")
 	fs.StringVar(&r.webhookURL, "webhook-url", "", "endpoint of the webhook provider")
 	r.limits.register(fs)
+	fs.DurationVar(&r.retain, "retain", 30*24*time.Hour, "remove a user with nothing pending once its last call and last command are this old (a tombstone, reported as expired on followup-events; the dialer forgets the user too); 0 keeps every user")
 	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
 }
 
@@ -77,6 +79,9 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 			return app.Config{}, badFlag("http", "%q is not host:port (%v)", r.http, err)
 		}
 	}
+	if r.retain != 0 && r.retain < time.Hour {
+		return app.Config{}, badFlag("retain", "%v; want 0 (keep every user) or at least 1h, like 720h", r.retain)
+	}
 	if r.tickGap < time.Millisecond || r.tickGap > time.Second {
 		return app.Config{}, badFlag("tick-gap", "%v; want 1ms to 1s", r.tickGap)
 	}
@@ -96,6 +101,7 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		Provider:    prov,
 		Limits:      lim,
 		TickGap:     r.tickGap,
+		Retain:      r.retain,
 		Kafka:       k,
 		Topics:      r.topics(),
 		DataDir:     r.dataDir,

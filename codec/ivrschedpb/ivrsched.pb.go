@@ -88,6 +88,55 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_ivrsched_proto_rawDescGZIP(), []int{0}
 }
 
+type Wake_Kind int32
+
+const (
+	Wake_KIND_UNSPECIFIED Wake_Kind = 0
+	Wake_KIND_HELD_DUE    Wake_Kind = 1
+	Wake_KIND_RETENTION   Wake_Kind = 2
+)
+
+// Enum value maps for Wake_Kind.
+var (
+	Wake_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_HELD_DUE",
+		2: "KIND_RETENTION",
+	}
+	Wake_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_HELD_DUE":    1,
+		"KIND_RETENTION":   2,
+	}
+)
+
+func (x Wake_Kind) Enum() *Wake_Kind {
+	p := new(Wake_Kind)
+	*p = x
+	return p
+}
+
+func (x Wake_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Wake_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_ivrsched_proto_enumTypes[1].Descriptor()
+}
+
+func (Wake_Kind) Type() protoreflect.EnumType {
+	return &file_ivrsched_proto_enumTypes[1]
+}
+
+func (x Wake_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Wake_Kind.Descriptor instead.
+func (Wake_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{13, 0}
+}
+
 type ScheduleEvent_Kind int32
 
 const (
@@ -138,11 +187,11 @@ func (x ScheduleEvent_Kind) String() string {
 }
 
 func (ScheduleEvent_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_ivrsched_proto_enumTypes[1].Descriptor()
+	return file_ivrsched_proto_enumTypes[2].Descriptor()
 }
 
 func (ScheduleEvent_Kind) Type() protoreflect.EnumType {
-	return &file_ivrsched_proto_enumTypes[1]
+	return &file_ivrsched_proto_enumTypes[2]
 }
 
 func (x ScheduleEvent_Kind) Number() protoreflect.EnumNumber {
@@ -151,7 +200,7 @@ func (x ScheduleEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScheduleEvent_Kind.Descriptor instead.
 func (ScheduleEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{15, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{16, 0}
 }
 
 // Command is the scheduler's input on the `onboarding` topic. The Kafka key is
@@ -293,7 +342,9 @@ func (*Command_Forget) isCommand_Command() {}
 
 // Onboard registers (or updates) a user and schedules follow-ups. Follow-ups
 // are upserted by task id: a task id that is already pending is replaced.
-// An Onboard with no follow-ups gets the scheduler's default follow-up.
+// An Onboard with no follow-ups gets the scheduler's default follow-up if it
+// is the user's first (the user has no value in the scheduler's table); a
+// later one only updates the phone, time zone or onboarded_at.
 // Next ID: 5
 type Onboard struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -714,7 +765,7 @@ func (*Reschedule_DueAt) isReschedule_When() {}
 // UserState is the scheduler's group table value, keyed by user id. The
 // table also holds one value per partition under the partition's tick key,
 // with only user_id and fired_through set.
-// Next ID: 8
+// Next ID: 9
 type UserState struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	UserId      string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -730,7 +781,11 @@ type UserState struct {
 	// command moves it here.
 	Fired []*FiredTask `protobuf:"bytes,6,rep,name=fired,proto3" json:"fired,omitempty"`
 	// Set on a partition's tick key only: how far the partition has fired.
-	FiredThrough  *FiredThrough `protobuf:"bytes,7,opt,name=fired_through,json=firedThrough,proto3" json:"fired_through,omitempty"`
+	FiredThrough *FiredThrough `protobuf:"bytes,7,opt,name=fired_through,json=firedThrough,proto3" json:"fired_through,omitempty"`
+	// When the last command that changed the user was issued. Retention
+	// removes a user with nothing pending once this and every due time are
+	// older than the scheduler's --retain.
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +865,13 @@ func (x *UserState) GetFired() []*FiredTask {
 func (x *UserState) GetFiredThrough() *FiredThrough {
 	if x != nil {
 		return x.FiredThrough
+	}
+	return nil
+}
+
+func (x *UserState) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
 	}
 	return nil
 }
@@ -963,7 +1025,7 @@ func (x *FiredThrough) GetTickOffset() int64 {
 }
 
 // Task is a pending follow-up.
-// Next ID: 6
+// Next ID: 7
 type Task struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	TaskId  string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -971,7 +1033,12 @@ type Task struct {
 	Action  *Action                `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	Payload []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
 	// 1 for the first call of a follow-up.
-	Attempt       uint32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Attempt uint32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Scheduled at or before its partition's fired mark while not yet due by
+	// the clock of the host that scheduled it (a clock behind the one that
+	// moved the mark, or stepped back). The mark does not cover it: a tick
+	// fires it through the scheduler's loop topic once it is due.
+	Held          bool `protobuf:"varint,6,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1039,6 +1106,13 @@ func (x *Task) GetAttempt() uint32 {
 		return x.Attempt
 	}
 	return 0
+}
+
+func (x *Task) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
 }
 
 // FiredTask records a follow-up that fired.
@@ -1171,6 +1245,71 @@ func (x *Tick) GetFiredThrough() *Position {
 	return nil
 }
 
+// Wake is the scheduler's internal message on its loop topic, from a tick
+// to a user's key: a held follow-up is due, or the user may have been idle
+// for longer than the retention. The user's callback checks its value
+// again before it acts, so a stale or repeated Wake does nothing.
+// Next ID: 4
+type Wake struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          Wake_Kind              `protobuf:"varint,1,opt,name=kind,proto3,enum=ivrsched.v1.Wake_Kind" json:"kind,omitempty"`
+	TaskId        string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	DueAt         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Wake) Reset() {
+	*x = Wake{}
+	mi := &file_ivrsched_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Wake) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Wake) ProtoMessage() {}
+
+func (x *Wake) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Wake.ProtoReflect.Descriptor instead.
+func (*Wake) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Wake) GetKind() Wake_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return Wake_KIND_UNSPECIFIED
+}
+
+func (x *Wake) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *Wake) GetDueAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueAt
+	}
+	return nil
+}
+
 // IVRCall is one call to place, on the `ivr-calls` topic, keyed by user id.
 // Next ID: 12
 type IVRCall struct {
@@ -1194,7 +1333,7 @@ type IVRCall struct {
 
 func (x *IVRCall) Reset() {
 	*x = IVRCall{}
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1345,7 @@ func (x *IVRCall) String() string {
 func (*IVRCall) ProtoMessage() {}
 
 func (x *IVRCall) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1358,7 @@ func (x *IVRCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IVRCall.ProtoReflect.Descriptor instead.
 func (*IVRCall) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{13}
+	return file_ivrsched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IVRCall) GetCallId() string {
@@ -1316,7 +1455,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1467,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1480,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{14}
+	return file_ivrsched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CallResult) GetCallId() string {
@@ -1412,7 +1551,7 @@ type ScheduleEvent struct {
 
 func (x *ScheduleEvent) Reset() {
 	*x = ScheduleEvent{}
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1563,7 @@ func (x *ScheduleEvent) String() string {
 func (*ScheduleEvent) ProtoMessage() {}
 
 func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1576,7 @@ func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleEvent) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{15}
+	return file_ivrsched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScheduleEvent) GetUserId() string {
@@ -1501,7 +1640,7 @@ type DialerState struct {
 
 func (x *DialerState) Reset() {
 	*x = DialerState{}
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1652,7 @@ func (x *DialerState) String() string {
 func (*DialerState) ProtoMessage() {}
 
 func (x *DialerState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1665,7 @@ func (x *DialerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialerState.ProtoReflect.Descriptor instead.
 func (*DialerState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{16}
+	return file_ivrsched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DialerState) GetCalls() []*DialRecord {
@@ -1549,7 +1688,7 @@ type DialRecord struct {
 
 func (x *DialRecord) Reset() {
 	*x = DialRecord{}
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1700,7 @@ func (x *DialRecord) String() string {
 func (*DialRecord) ProtoMessage() {}
 
 func (x *DialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1713,7 @@ func (x *DialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialRecord.ProtoReflect.Descriptor instead.
 func (*DialRecord) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{17}
+	return file_ivrsched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DialRecord) GetCallId() string {
@@ -1623,7 +1762,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1774,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1787,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{18}
+	return file_ivrsched_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeadLetter) GetReason() string {
@@ -1740,7 +1879,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_ivrsched_proto_msgTypes[19]
+	mi := &file_ivrsched_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1891,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[19]
+	mi := &file_ivrsched_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1904,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{19}
+	return file_ivrsched_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Header) GetKey() string {
@@ -1823,7 +1962,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x05delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationH\x00R\x05delay\x123\n" +
 	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x05dueAtB\x06\n" +
-	"\x04when\"\xb1\x02\n" +
+	"\x04when\"\xec\x02\n" +
 	"\tUserState\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05phone\x18\x02 \x01(\tR\x05phone\x12\x1b\n" +
@@ -1831,7 +1970,9 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\fonboarded_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vonboardedAt\x12+\n" +
 	"\apending\x18\x05 \x03(\v2\x11.ivrsched.v1.TaskR\apending\x12,\n" +
 	"\x05fired\x18\x06 \x03(\v2\x16.ivrsched.v1.FiredTaskR\x05fired\x12>\n" +
-	"\rfired_through\x18\a \x01(\v2\x19.ivrsched.v1.FiredThroughR\ffiredThrough\"o\n" +
+	"\rfired_through\x18\a \x01(\v2\x19.ivrsched.v1.FiredThroughR\ffiredThrough\x129\n" +
+	"\n" +
+	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"o\n" +
 	"\bPosition\x121\n" +
 	"\x06due_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
@@ -1844,13 +1985,14 @@ const file_ivrsched_proto_rawDesc = "" +
 	"checkpoint\x18\x04 \x01(\v2\x15.ivrsched.v1.PositionR\n" +
 	"checkpoint\x12\x1f\n" +
 	"\vtick_offset\x18\x05 \x01(\x03R\n" +
-	"tickOffset\"\xb3\x01\n" +
+	"tickOffset\"\xc7\x01\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x06due_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12+\n" +
 	"\x06action\x18\x03 \x01(\v2\x13.ivrsched.v1.ActionR\x06action\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\x18\n" +
-	"\aattempt\x18\x05 \x01(\rR\aattempt\"\x88\x01\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x12\n" +
+	"\x04held\x18\x06 \x01(\bR\x04held\"\x88\x01\n" +
 	"\tFiredTask\x12%\n" +
 	"\x04task\x18\x01 \x01(\v2\x11.ivrsched.v1.TaskR\x04task\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x125\n" +
@@ -1858,7 +2000,15 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x04Tick\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x123\n" +
 	"\asent_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x12:\n" +
-	"\rfired_through\x18\x03 \x01(\v2\x15.ivrsched.v1.PositionR\ffiredThrough\"\x91\x03\n" +
+	"\rfired_through\x18\x03 \x01(\v2\x15.ivrsched.v1.PositionR\ffiredThrough\"\xc3\x01\n" +
+	"\x04Wake\x12*\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x16.ivrsched.v1.Wake.KindR\x04kind\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x121\n" +
+	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\"C\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rKIND_HELD_DUE\x10\x01\x12\x12\n" +
+	"\x0eKIND_RETENTION\x10\x02\"\x91\x03\n" +
 	"\aIVRCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
@@ -1941,82 +2091,87 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 	return file_ivrsched_proto_rawDescData
 }
 
-var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
-	(ScheduleEvent_Kind)(0),       // 1: ivrsched.v1.ScheduleEvent.Kind
-	(*Command)(nil),               // 2: ivrsched.v1.Command
-	(*Onboard)(nil),               // 3: ivrsched.v1.Onboard
-	(*FollowUp)(nil),              // 4: ivrsched.v1.FollowUp
-	(*Action)(nil),                // 5: ivrsched.v1.Action
-	(*Cancel)(nil),                // 6: ivrsched.v1.Cancel
-	(*Forget)(nil),                // 7: ivrsched.v1.Forget
-	(*Reschedule)(nil),            // 8: ivrsched.v1.Reschedule
-	(*UserState)(nil),             // 9: ivrsched.v1.UserState
-	(*Position)(nil),              // 10: ivrsched.v1.Position
-	(*FiredThrough)(nil),          // 11: ivrsched.v1.FiredThrough
-	(*Task)(nil),                  // 12: ivrsched.v1.Task
-	(*FiredTask)(nil),             // 13: ivrsched.v1.FiredTask
-	(*Tick)(nil),                  // 14: ivrsched.v1.Tick
-	(*IVRCall)(nil),               // 15: ivrsched.v1.IVRCall
-	(*CallResult)(nil),            // 16: ivrsched.v1.CallResult
-	(*ScheduleEvent)(nil),         // 17: ivrsched.v1.ScheduleEvent
-	(*DialerState)(nil),           // 18: ivrsched.v1.DialerState
-	(*DialRecord)(nil),            // 19: ivrsched.v1.DialRecord
-	(*DeadLetter)(nil),            // 20: ivrsched.v1.DeadLetter
-	(*Header)(nil),                // 21: ivrsched.v1.Header
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(Wake_Kind)(0),                // 1: ivrsched.v1.Wake.Kind
+	(ScheduleEvent_Kind)(0),       // 2: ivrsched.v1.ScheduleEvent.Kind
+	(*Command)(nil),               // 3: ivrsched.v1.Command
+	(*Onboard)(nil),               // 4: ivrsched.v1.Onboard
+	(*FollowUp)(nil),              // 5: ivrsched.v1.FollowUp
+	(*Action)(nil),                // 6: ivrsched.v1.Action
+	(*Cancel)(nil),                // 7: ivrsched.v1.Cancel
+	(*Forget)(nil),                // 8: ivrsched.v1.Forget
+	(*Reschedule)(nil),            // 9: ivrsched.v1.Reschedule
+	(*UserState)(nil),             // 10: ivrsched.v1.UserState
+	(*Position)(nil),              // 11: ivrsched.v1.Position
+	(*FiredThrough)(nil),          // 12: ivrsched.v1.FiredThrough
+	(*Task)(nil),                  // 13: ivrsched.v1.Task
+	(*FiredTask)(nil),             // 14: ivrsched.v1.FiredTask
+	(*Tick)(nil),                  // 15: ivrsched.v1.Tick
+	(*Wake)(nil),                  // 16: ivrsched.v1.Wake
+	(*IVRCall)(nil),               // 17: ivrsched.v1.IVRCall
+	(*CallResult)(nil),            // 18: ivrsched.v1.CallResult
+	(*ScheduleEvent)(nil),         // 19: ivrsched.v1.ScheduleEvent
+	(*DialerState)(nil),           // 20: ivrsched.v1.DialerState
+	(*DialRecord)(nil),            // 21: ivrsched.v1.DialRecord
+	(*DeadLetter)(nil),            // 22: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 23: ivrsched.v1.Header
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
-	3,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
-	6,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
-	8,  // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
-	7,  // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
-	22, // 4: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	22, // 5: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
-	4,  // 6: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	23, // 7: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	22, // 8: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
-	5,  // 9: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
-	23, // 10: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	22, // 11: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	22, // 12: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
-	12, // 13: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
-	13, // 14: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
-	11, // 15: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
-	22, // 16: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
-	10, // 17: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
-	10, // 18: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
-	22, // 19: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
-	10, // 20: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
-	22, // 21: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
-	5,  // 22: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
-	12, // 23: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	22, // 24: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	22, // 25: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
-	10, // 26: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
-	22, // 27: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	22, // 28: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
-	5,  // 29: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	22, // 30: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
-	0,  // 31: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	22, // 32: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 33: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	22, // 34: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	22, // 35: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
-	19, // 36: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
-	0,  // 37: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	22, // 38: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	22, // 39: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
-	21, // 40: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
-	22, // 41: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	4,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
+	7,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
+	9,  // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
+	8,  // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
+	24, // 4: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	24, // 5: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	5,  // 6: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
+	25, // 7: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	24, // 8: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	6,  // 9: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
+	25, // 10: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	24, // 11: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	24, // 12: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	13, // 13: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
+	14, // 14: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
+	12, // 15: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
+	24, // 16: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 17: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
+	11, // 18: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
+	11, // 19: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
+	24, // 20: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
+	11, // 21: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
+	24, // 22: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	6,  // 23: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
+	13, // 24: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
+	24, // 25: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	24, // 26: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	11, // 27: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
+	1,  // 28: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
+	24, // 29: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
+	24, // 30: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	24, // 31: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	6,  // 32: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
+	24, // 33: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	0,  // 34: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
+	24, // 35: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	2,  // 36: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
+	24, // 37: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	24, // 38: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	21, // 39: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
+	0,  // 40: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
+	24, // 41: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	24, // 42: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	23, // 43: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	24, // 44: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -2043,8 +2198,8 @@ func file_ivrsched_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   20,
+			NumEnums:      3,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -48,7 +48,10 @@ type Config struct {
 	Default scheduler.DefaultFollowUp
 	Limits  scheduler.Limits
 	// TickGap is the scheduler's shortest time between two ticks of a partition.
-	TickGap     time.Duration
+	TickGap time.Duration
+	// Retain is how long the scheduler keeps a user with nothing pending
+	// (scheduler.Config.Retain); 0 keeps every user.
+	Retain      time.Duration
 	Provider    dialer.Provider
 	CallTimeout time.Duration
 
@@ -139,6 +142,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			Limits:     cfg.Limits,
 			Partitions: int32(cfg.Kafka.Partitions),
 			TickGap:    cfg.TickGap,
+			Retain:     cfg.Retain,
 			Logger:     log.With("role", "scheduler"),
 		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), cfg.Clock, log))
 		if err != nil {

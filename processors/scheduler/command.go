@@ -71,9 +71,10 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 		changed = s.reschedule(ctx, st, c.Reschedule, issued) || changed
 	}
 	// A follow-up now scheduled at or before the fired mark would never be
-	// fired by a tick: it fires here.
-	s.settle(ctx, st, true)
+	// fired by a tick: it fires here, or is held until it is due.
+	changed = s.settle(ctx, st, true) || changed
 	if changed {
+		st.UpdatedAt = timestamppb.New(issued)
 		ctx.SetValue(st) // the storage wrapper also updates the due index
 	}
 }
@@ -224,6 +225,7 @@ func (s *Scheduler) reschedule(ctx goka.Context, st *pb.UserState, r *pb.Resched
 	for _, t := range st.Pending {
 		if t.GetTaskId() == r.GetTaskId() {
 			t.DueAt = timestamppb.New(due)
+			t.Held = false // settle holds it again if it is still at or before the mark
 			sortPending(st.Pending)
 			s.event(ctx, pb.ScheduleEvent_KIND_RESCHEDULED, t.GetTaskId(), t.GetDueAt(), "", "")
 			s.Stats.Rescheduled.Add(1)

@@ -91,11 +91,12 @@ func FuzzValidate(f *testing.F) {
 }
 
 // ParseValue on any bytes: no panic; for bytes that decode as a UserState
-// it reads exactly the pending and fired follow-ups and the mark.
+// it reads exactly the pending and fired follow-ups (with held flags), the
+// mark, and the LastActive the scheduler computes from the decoded value.
 func FuzzParseValue(f *testing.F) {
 	ts := timestamppb.New(time.Unix(1700000000, 5))
-	b, _ := proto.Marshal(&pb.UserState{UserId: "u", Pending: []*pb.Task{{TaskId: "a", DueAt: ts}, {TaskId: "b"}},
-		Fired: []*pb.FiredTask{{Task: &pb.Task{TaskId: "c", DueAt: ts}, CallId: "x"}}})
+	b, _ := proto.Marshal(&pb.UserState{UserId: "u", Pending: []*pb.Task{{TaskId: "a", DueAt: ts, Held: true}, {TaskId: "b"}},
+		Fired: []*pb.FiredTask{{Task: &pb.Task{TaskId: "c", DueAt: ts}, CallId: "x"}}, UpdatedAt: timestamppb.New(time.Unix(1800000000, 7))})
 	f.Add(b)
 	b, _ = proto.Marshal(markValue("k", punctuation.Mark{Through: punctuation.Pos{Due: 7, User: "u", Task: "t"}, StagedAt: 3, LastTick: 9}))
 	f.Add(b)
@@ -110,7 +111,7 @@ func FuzzParseValue(f *testing.F) {
 			t.Fatalf("decodable state: %v", err)
 		}
 		task := func(t *pb.Task) punctuation.Task {
-			return punctuation.Task{Due: t.GetDueAt().AsTime().UnixNano(), ID: t.GetTaskId()}
+			return punctuation.Task{Due: t.GetDueAt().AsTime().UnixNano(), ID: t.GetTaskId(), Held: t.GetHeld()}
 		}
 		var pending, fired []punctuation.Task
 		for _, t := range st.GetPending() {
@@ -118,6 +119,9 @@ func FuzzParseValue(f *testing.F) {
 		}
 		for _, f := range st.GetFired() {
 			fired = append(fired, task(f.GetTask()))
+		}
+		if v.LastActive != lastActive(&st) {
+			t.Fatalf("LastActive %d, want %d", v.LastActive, lastActive(&st))
 		}
 		if !slices.Equal(v.Pending, pending) || !slices.Equal(v.Fired, fired) {
 			t.Fatalf("ParseValue = %v / %v, want %v / %v", v.Pending, v.Fired, pending, fired)

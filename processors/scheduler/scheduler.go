@@ -58,6 +58,10 @@ type Config struct {
 	ReplayKeep time.Duration
 	// FiredHistory is how many fired follow-ups each user's state remembers.
 	FiredHistory int
+	// Retain: a user with nothing pending whose last due time and last
+	// command are older than Retain is removed from the table (a
+	// tombstone) and reported as KIND_EXPIRED. 0 keeps every user.
+	Retain time.Duration
 	// TickGap is the shortest time between two ticks of one partition
 	// (0: the punctuator's default, 2 ms). Longer means fewer tick records
 	// and up to that much more lateness.
@@ -104,6 +108,8 @@ func (c Config) Validate() error {
 		return errors.New("scheduler: no storage builder")
 	case c.Default.Delay < 0:
 		return fmt.Errorf("scheduler: default delay %v is negative", c.Default.Delay)
+	case c.Retain < 0:
+		return fmt.Errorf("scheduler: retention %v is negative", c.Retain)
 	}
 	return nil
 }
@@ -117,6 +123,9 @@ type Stats struct {
 	// Unreadable counts due follow-ups dead-lettered because their user's
 	// stored value does not decode.
 	Unreadable atomic.Int64
+	// Held counts follow-ups scheduled at or before the mark but not yet
+	// due by this host's clock; Expired users removed by retention.
+	Held, Expired atomic.Int64
 }
 
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.
@@ -134,7 +143,7 @@ func New(cfg Config, send func(partition int32, through punctuation.Pos) error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pc := punctuation.Config{MinGap: cfg.TickGap}
+	pc := punctuation.Config{MinGap: cfg.TickGap, Retain: cfg.Retain}
 	pc.Table = string(cfg.Topics.SchedulerTable())
 	pc.Parse = ParseValue
 	keys := topology.TickKeys(max(cfg.Partitions, 1))
@@ -167,6 +176,7 @@ func (s *Scheduler) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(t.Scheduler,
 		goka.Input(t.Onboarding, new(codec.Command), s.onCommand),
 		goka.Input(t.Ticks, new(codec.Tick), s.onTick),
+		goka.Loop(new(codec.Wake), s.onWake),
 		goka.Output(t.Calls, new(codec.IVRCall)),
 		goka.Output(t.Events, new(codec.ScheduleEvent)),
 		goka.Output(t.Onboarding, new(codec.Command)), // forwarding misrouted commands

@@ -486,6 +486,90 @@ func TestDefaultFollowUp(t *testing.T) {
 	}
 }
 
+// A command whose follow-up lands at or before the mark but is not yet due
+// by this host's clock (a clock behind the one that moved the mark, as after
+// a rebalance, or stepped back) does not fire early: it is held, and a tick
+// fires it through the loop when this clock reaches it. Before, it fired at
+// once, early by the skew.
+func TestNoEarlyFireThroughTheMarkWhenTheClockStepsBack(t *testing.T) {
+	h := newHarness(t)
+	h.onboard("u1", delay("a", 10*time.Second))
+	h.tickAt(10 * time.Second)
+	h.expectCalls("a")
+
+	h.clk.Jump(t0.Add(5 * time.Second))
+	h.send("u2", &pb.Command{UserId: "u2", RequestedAt: timestamppb.New(t0.Add(5 * time.Second)), Command: &pb.Command_Onboard{Onboard: &pb.Onboard{
+		Phone: "+4915112345678", FollowUps: []*pb.FollowUp{at("b", t0.Add(8*time.Second))}}}})
+	h.expectCalls()
+	if st := h.state("u2"); len(st.GetPending()) != 1 || !st.GetPending()[0].GetHeld() {
+		t.Fatalf("state %v, want the follow-up held", st)
+	}
+	if tm := h.s.Punctuator().Index(0).Timers(); len(tm) != 1 || tm[0].User != "u2" {
+		t.Fatalf("timers %v", tm)
+	}
+	h.tickAt(7 * time.Second)
+	h.expectCalls()
+	h.tickAt(8 * time.Second)
+	c := h.expectCalls("b")[0]
+	if !c.GetFiredAt().AsTime().Equal(t0.Add(8 * time.Second)) {
+		t.Fatalf("fired at %v, want t0+8s", c.GetFiredAt().AsTime())
+	}
+	st := h.state("u2")
+	if len(st.GetPending()) != 0 || len(st.GetFired()) != 1 || st.GetFired()[0].GetCallId() != c.GetCallId() {
+		t.Fatalf("state after the held fire %v", st)
+	}
+	h.tickAt(20 * time.Second)
+	h.expectCalls()
+
+	// Due by this clock: fires at once from the command, as before.
+	h.onboard("u3", at("c", t0.Add(9*time.Second)))
+	h.expectCalls("c")
+}
+
+// Retention removes a user with nothing pending once the last due time and
+// the last command are older than Retain: a tombstone and KIND_EXPIRED. A
+// user still active is kept, and so is one with a follow-up pending.
+func TestRetentionRemovesIdleUsers(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Retain = 24 * time.Hour })
+	h.onboard("idle", delay("a", 10*time.Second))
+	h.onboard("busy", delay("a", 10*time.Second), delay("b", 30*time.Hour))
+	h.tickAt(10 * time.Second)
+	h.expectCalls("a", "a")
+	h.clk.Set(t0.Add(time.Hour))
+	h.onboard("later", delay("a", time.Second)) // active an hour later
+	h.tickAt(time.Hour + time.Second)
+	h.expectCalls("a")
+	h.nextEvents()
+
+	h.tickAt(24*time.Hour + 10*time.Second)
+	h.tickAt(24*time.Hour + 11*time.Second) // the wake is processed
+	if v := h.tt.TableValue(h.topics.SchedulerTable(), "idle"); v != nil {
+		t.Fatalf("idle user kept: %v", v)
+	}
+	ev := h.nextEvents()
+	if len(ev) != 1 || ev[0].GetKind() != pb.ScheduleEvent_KIND_EXPIRED || ev[0].GetUserId() != "idle" {
+		t.Fatalf("events %v", ev)
+	}
+	if h.state("busy") == nil || h.state("later") == nil {
+		t.Fatal("an active user was removed")
+	}
+	h.tickAt(25*time.Hour + 2*time.Second)
+	h.tickAt(25*time.Hour + 3*time.Second)
+	if v := h.tt.TableValue(h.topics.SchedulerTable(), "later"); v != nil {
+		t.Fatalf("user idle for a day kept: %v", v)
+	}
+	h.tickAt(30*time.Hour + time.Second)
+	h.expectCalls("b")
+	h.tickAt(54 * time.Hour)
+	h.tickAt(54*time.Hour + time.Second)
+	if v := h.tt.TableValue(h.topics.SchedulerTable(), "busy"); v != nil {
+		t.Fatalf("user idle for a day after its last call kept: %v", v)
+	}
+	if n := h.s.Stats.Expired.Load(); n != 3 {
+		t.Fatalf("expired %d, want 3", n)
+	}
+}
+
 // Forget erases the user: nothing pending fires, the value is deleted, and
 // KIND_FORGOTTEN is reported; a later Onboard starts afresh. An unreadable
 // value is erased too.

@@ -9,36 +9,70 @@ import (
 	"github.com/ivrsched/ivrsched/topology"
 )
 
-// settle records in the user's value the follow-ups that ticks fired (those
-// at or before the partition's mark); with publish, it also publishes their
-// calls: a command scheduled them at or before the mark, where no tick will
-// see them. It reports whether the value changed.
-func (s *Scheduler) settle(ctx goka.Context, st *pb.UserState, publish bool) bool {
+// settle records in the user's value the follow-ups that ticks fired: those
+// at or before the partition's mark, held ones excepted. With fire (in a
+// command's or a wake's callback) it also fires what the mark does not
+// cover: a follow-up put at or before the mark by the command, or a held
+// one, fires now if it is due by this host's clock, and is held otherwise
+// (Task.held: the index keeps it as a timer and a tick wakes the user when
+// it is due), so a clock behind the one that moved the mark never fires
+// early. It reports whether the value changed.
+func (s *Scheduler) settle(ctx goka.Context, st *pb.UserState, fire bool) bool {
 	keep, fired := s.splitFired(ctx.Partition(), ctx.Key(), st.Pending)
-	if len(fired) == 0 {
-		return false
-	}
-	now := timestamppb.New(s.cfg.Clock.Now())
-	for _, f := range fired {
-		if publish {
-			f.FiredAt = now
-			ctx.Emit(s.cfg.Topics.Calls, ctx.Key(), s.call(st, f.Task, f.CallId, f.FiredAt))
-			s.Stats.Fired.Add(1)
+	if !fire {
+		if len(fired) == 0 {
+			return false
 		}
+		s.record(st, keep, fired)
+		return true
 	}
-	s.record(st, keep, fired)
-	return true
+	now := s.cfg.Clock.Now()
+	firedAt := timestamppb.New(now)
+	changed := false
+	var pending []*pb.Task
+	var calls []*pb.FiredTask
+	place := func(t *pb.Task) {
+		t.Held = false
+		f := &pb.FiredTask{Task: t, CallId: CallID(ctx.Key(), t), FiredAt: firedAt}
+		ctx.Emit(s.cfg.Topics.Calls, ctx.Key(), s.call(st, t, f.CallId, f.FiredAt))
+		s.Stats.Fired.Add(1)
+		calls = append(calls, f)
+	}
+	for _, f := range fired { // at or before the mark, put there by this command
+		changed = true
+		if f.Task.GetDueAt().AsTime().After(now) {
+			f.Task.Held = true
+			s.Stats.Held.Add(1)
+			pending = append(pending, f.Task)
+			continue
+		}
+		place(f.Task)
+	}
+	for _, t := range keep {
+		if t.GetHeld() && !t.GetDueAt().AsTime().After(now) {
+			changed = true
+			place(t)
+			continue
+		}
+		pending = append(pending, t)
+	}
+	if changed {
+		sortPending(pending)
+		s.record(st, pending, calls)
+	}
+	return changed
 }
 
-// splitFired splits a user's pending follow-ups into those still pending and
-// those at or before the partition's mark, which have fired.
+// splitFired splits a user's pending follow-ups into those still pending
+// and those at or before the partition's mark and not held, which have
+// fired.
 func (s *Scheduler) splitFired(part int32, user string, pending []*pb.Task) (keep []*pb.Task, fired []*pb.FiredTask) {
 	idx := s.punct.Index(part)
 	if idx == nil {
 		return pending, nil
 	}
 	for _, t := range pending {
-		if !idx.Fired(taskPos(user, t)) {
+		if t.GetHeld() || !idx.Fired(taskPos(user, t)) {
 			keep = append(keep, t)
 			continue
 		}

@@ -54,6 +54,7 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 			s.Stats.Republished.Add(int64(s.publish(ctx, part, fired, now, true)))
 		}
 	}
+	s.wake(ctx, idx.TakeTimers(now, s.cfg.MaxFiresPerTick))
 	due := idx.TakeDue(now, s.cfg.MaxFiresPerTick)
 	if len(due) == 0 {
 		return
@@ -109,7 +110,41 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, 
 		ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, CallID(p.User, t), firedAt))
 		n++
 	}
+	if !replay && s.cfg.Retain > 0 {
+		s.retainIdle(part, states, ps[len(ps)-1])
+	}
 	return n
+}
+
+// retainIdle gives the users whose last pending follow-up this tick fired
+// (up to through, where the mark moves) their retention timers: the tick
+// does not write their values, so the index does not see them go idle.
+func (s *Scheduler) retainIdle(part int32, states map[string]*pb.UserState, through punctuation.Pos) {
+	idx := s.punct.Index(part)
+	for user, st := range states {
+		idle := true
+		for _, t := range st.GetPending() {
+			if t.GetHeld() || through.Less(taskPos(user, t)) {
+				idle = false
+				break
+			}
+		}
+		if idle {
+			idx.AddRetention(user, lastActive(st))
+		}
+	}
+}
+
+// wake sends the due timers to their users' callbacks (onWake) through the
+// loop topic.
+func (s *Scheduler) wake(ctx goka.Context, timers []punctuation.Pos) {
+	for _, p := range timers {
+		kind := pb.Wake_KIND_HELD_DUE
+		if p.Task == punctuation.RetentionTask {
+			kind = pb.Wake_KIND_RETENTION
+		}
+		ctx.Loopback(p.User, &pb.Wake{Kind: kind, TaskId: p.Task, DueAt: timestamppb.New(p.Time())})
+	}
 }
 
 // stored reads a user's value from the partition's store: an I/O error, or

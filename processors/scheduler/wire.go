@@ -12,20 +12,25 @@ import (
 )
 
 // ParseValue reads what the due index needs from an encoded UserState: the
-// pending and fired follow-ups' task ids and due times, and the fired mark.
+// pending and fired follow-ups' task ids, due times and held flags, the
+// fired mark, and the value's LastActive (lastActive).
 // It runs on every table write, so it reads the wire instead of decoding the
 // whole value; FuzzParseValue checks it against proto.Unmarshal.
 func ParseValue(value []byte) (*punctuation.Value, error) {
 	var (
-		v       = &punctuation.Value{}
-		mark    []byte
-		hasMark bool
+		v                  = &punctuation.Value{}
+		mark               []byte
+		hasMark, hasUpdate bool
+		updSec, updNsec    int64
 	)
 	err := eachField(value, func(num protowire.Number, typ protowire.Type, b []byte) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
+		case userStateUpdatedAt:
+			hasUpdate = true
+			return readTimestamp(b, &updSec, &updNsec)
 		case userStatePending:
 			t, err := parseTask(b)
 			if err != nil {
@@ -59,7 +64,31 @@ func ParseValue(value []byte) (*punctuation.Value, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode user state: %w", err)
 	}
+	if hasUpdate {
+		v.LastActive = time.Unix(updSec, updNsec).UnixNano()
+	}
+	for _, ts := range [][]punctuation.Task{v.Pending, v.Fired} {
+		for _, t := range ts {
+			v.LastActive = max(v.LastActive, t.Due)
+		}
+	}
 	return v, nil
+}
+
+// lastActive is what ParseValue reads as LastActive from st's encoding: the
+// latest of updated_at and every pending and fired due time.
+func lastActive(st *pb.UserState) int64 {
+	var n int64
+	if st.GetUpdatedAt() != nil {
+		n = st.GetUpdatedAt().AsTime().UnixNano()
+	}
+	for _, t := range st.GetPending() {
+		n = max(n, t.GetDueAt().AsTime().UnixNano())
+	}
+	for _, f := range st.GetFired() {
+		n = max(n, f.GetTask().GetDueAt().AsTime().UnixNano())
+	}
+	return n
 }
 
 // Field numbers read by ParseValue (see ivrsched.proto).
@@ -67,9 +96,11 @@ const (
 	userStatePending      = 5 // UserState.pending
 	userStateFired        = 6 // UserState.fired
 	userStateFiredThrough = 7 // UserState.fired_through
+	userStateUpdatedAt    = 8 // UserState.updated_at
 	firedTaskTask         = 1 // FiredTask.task
 	taskTaskID            = 1 // Task.task_id
 	taskDueAt             = 2 // Task.due_at
+	taskHeld              = 6 // Task.held
 	timestampSeconds      = 1
 	timestampNanos        = 2
 )
@@ -96,32 +127,40 @@ func parseTask(task []byte) (punctuation.Task, error) {
 	var (
 		sec, nsec int64
 		id        string
+		held      bool
 	)
 	err := eachField(task, func(num protowire.Number, typ protowire.Type, v []byte) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case taskTaskID:
+		switch {
+		case num == taskHeld && typ == protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
+			held = x != 0
+		case typ != protowire.BytesType:
+		case num == taskTaskID:
 			id = string(v)
-		case taskDueAt:
-			return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
-				if typ != protowire.VarintType {
-					return nil
-				}
-				x, _ := protowire.ConsumeVarint(v)
-				switch num {
-				case timestampSeconds:
-					sec = int64(x)
-				case timestampNanos:
-					nsec = int64(int32(x))
-				}
-				return nil
-			})
+		case num == taskDueAt:
+			return readTimestamp(v, &sec, &nsec)
 		}
 		return nil
 	})
-	return punctuation.Task{Due: time.Unix(sec, nsec).UnixNano(), ID: id}, err
+	return punctuation.Task{Due: time.Unix(sec, nsec).UnixNano(), ID: id, Held: held}, err
+}
+
+// readTimestamp reads a Timestamp's fields into sec and nsec; repeated
+// occurrences merge as proto.Unmarshal merges them.
+func readTimestamp(b []byte, sec, nsec *int64) error {
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.VarintType {
+			return nil
+		}
+		x, _ := protowire.ConsumeVarint(v)
+		switch num {
+		case timestampSeconds:
+			*sec = int64(x)
+		case timestampNanos:
+			*nsec = int64(int32(x))
+		}
+		return nil
+	})
 }
 
 // eachField calls fn with every field of a protobuf message: its number,
