@@ -6,8 +6,12 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ivrsched/ivrsched/topology"
 )
 
 // The whole pipeline through the binary, all roles in one process: every
@@ -27,6 +31,46 @@ func TestPipeline(t *testing.T) {
 	}
 	if err := ivr.stop(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
+	}
+	checkTopicConfigs(t, brokers, topology.NewTopics(pfx))
+}
+
+// checkTopicConfigs checks the topic settings the guarantees rest on, as
+// Apache Kafka reports them: the broker stamps commands (LogAppendTime), so
+// a producer's clock cannot move limits; tables keep tombstones for
+// topology.TombstoneRetention; the scheduler's loop topic exists.
+func checkTopicConfigs(t *testing.T, brokers string, topics topology.Topics) {
+	t.Helper()
+	k := topology.Kafka{Brokers: strings.Split(brokers, ",")}
+	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	want := map[string]map[string]string{
+		string(topics.Onboarding):       {"message.timestamp.type": "LogAppendTime"},
+		string(topics.SchedulerTable()): {"cleanup.policy": "compact", "delete.retention.ms": strconv.FormatInt(topology.TombstoneRetention.Milliseconds(), 10)},
+		string(topics.DialerTable()):    {"cleanup.policy": "compact", "delete.retention.ms": strconv.FormatInt(topology.TombstoneRetention.Milliseconds(), 10)},
+		string(topics.SchedulerLoop()):  {"cleanup.policy": "delete"},
+	}
+	for topic, cfg := range want {
+		var names []string
+		for n := range cfg {
+			names = append(names, n)
+		}
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: names})
+		if err != nil {
+			t.Fatalf("describe %s: %v", topic, err)
+		}
+		got := map[string]string{}
+		for _, e := range entries {
+			got[e.Name] = e.Value
+		}
+		for n, v := range cfg {
+			if got[n] != v {
+				t.Errorf("topic %s: %s=%q, want %q", topic, n, got[n], v)
+			}
+		}
 	}
 }
 

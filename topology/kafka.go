@@ -185,6 +185,14 @@ func (k Kafka) topicManagerConfig() *goka.TopicManagerConfig {
 	return tm
 }
 
+// TombstoneRetention is how long a table topic keeps a tombstone (a deleted
+// user: retention, or a Forget) before compaction may drop it
+// (delete.retention.ms). A local store that has not caught up with its
+// changelog for about this long is restored from the changelog instead of
+// reused (localstore.Stores.MaxOffline), or it could bring a deleted user
+// back.
+const TombstoneRetention = 7 * 24 * time.Hour
+
 // ErrTopicMismatch reports an existing topic that does not fit ivrsched.
 var ErrTopicMismatch = errors.New("topic mismatch")
 
@@ -289,6 +297,7 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 		set := func(key, v string) { cfg[key] = &v }
 		if s.Compact {
 			set("cleanup.policy", "compact")
+			set("delete.retention.ms", strconv.FormatInt(TombstoneRetention.Milliseconds(), 10))
 		} else {
 			set("cleanup.policy", "delete")
 			set("retention.ms", strconv.FormatInt(s.Retain.Milliseconds(), 10))
@@ -348,13 +357,26 @@ func checkTopic(admin sarama.ClusterAdmin, s TopicSpec, d sarama.TopicDetail, pa
 	if !s.Compact {
 		return nil
 	}
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Name, ConfigNames: []string{"cleanup.policy"}})
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Name, ConfigNames: []string{"cleanup.policy", "delete.retention.ms"}})
 	if err != nil {
 		return fmt.Errorf("describe topic %s: %w", s.Name, err)
 	}
 	for _, e := range entries {
-		if e.Name == "cleanup.policy" && !strings.Contains(e.Value, "compact") {
-			return fmt.Errorf("%w: table topic %s has cleanup.policy=%s, want compact", ErrTopicMismatch, s.Name, e.Value)
+		switch e.Name {
+		case "cleanup.policy":
+			if !strings.Contains(e.Value, "compact") {
+				return fmt.Errorf("%w: table topic %s has cleanup.policy=%s, want compact", ErrTopicMismatch, s.Name, e.Value)
+			}
+		case "delete.retention.ms":
+			// Tables created before ivrsched wrote tombstones: raise it.
+			if ms, err := strconv.ParseInt(e.Value, 10, 64); err == nil && ms < TombstoneRetention.Milliseconds() {
+				v := strconv.FormatInt(TombstoneRetention.Milliseconds(), 10)
+				err := admin.IncrementalAlterConfig(sarama.TopicResource, s.Name, map[string]sarama.IncrementalAlterConfigsEntry{
+					"delete.retention.ms": {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &v}}, false)
+				if err != nil {
+					return fmt.Errorf("table topic %s: raise delete.retention.ms from %d to %s: %w", s.Name, ms, v, err)
+				}
+			}
 		}
 	}
 	return nil

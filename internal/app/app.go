@@ -133,7 +133,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		if err != nil {
 			return fmt.Errorf("tick emitter: %w", err)
 		}
-		stores := localstore.New(filepath.Join(cfg.DataDir, "scheduler"), log)
+		stores := newStores(cfg, "scheduler", log)
 		s, err := scheduler.New(scheduler.Config{
 			Topics:     cfg.Topics,
 			Storage:    cfg.schedulerStorage(stores.Builder()),
@@ -160,7 +160,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Dialer {
-		stores := localstore.New(filepath.Join(cfg.DataDir, "dialer"), log)
+		stores := newStores(cfg, "dialer", log)
 		d, err := dialer.New(dialer.Config{
 			Topics:      cfg.Topics,
 			Provider:    cfg.Provider,
@@ -217,6 +217,16 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		started(run)
 	}
 	return g.Wait()
+}
+
+// newStores returns a role's local stores. A store that has not caught up
+// with its changelog for nearly as long as the changelog keeps tombstones is
+// restored instead of reused (a day's margin for clocks and the log
+// cleaner's schedule).
+func newStores(cfg Config, role string, log *slog.Logger) *localstore.Stores {
+	st := localstore.New(filepath.Join(cfg.DataDir, role), log)
+	st.MaxOffline, st.Clock = topology.TombstoneRetention-24*time.Hour, cfg.Clock
+	return st
 }
 
 // withStores adds to a processor's options a producer that tells its local

@@ -50,12 +50,16 @@ import (
 	"github.com/syndtr/goleveldb/leveldb/opt"
 	lvlstorage "github.com/syndtr/goleveldb/leveldb/storage"
 	"github.com/syndtr/goleveldb/leveldb/util"
+
+	"github.com/ivrsched/ivrsched/internal/clock"
 )
 
 // OffsetKey is the LevelDB key holding the changelog offset the store has
-// reached. It sorts before any user id ivrsched accepts (the prefix is
-// reserved) and iterators skip it. A database without it was written by an
-// older version, which wrote ahead of the changelog: it is wiped.
+// reached, and when the store was last known to hold everything its
+// changelog had up to there ("offset,unix-millis"). It sorts before any
+// user id ivrsched accepts (the prefix is reserved) and iterators skip it. A
+// database without it was written by an older version, which wrote ahead of
+// the changelog: it is wiped.
 const OffsetKey = "__ivrsched-offset"
 
 // Files LevelDB's file storage holds open while the database directory is
@@ -82,6 +86,15 @@ type Stores struct {
 	dir string
 	log *slog.Logger
 
+	// MaxOffline: a store last caught up with its changelog longer ago
+	// than this is wiped and restored from the changelog instead of
+	// reused. Compaction drops a tombstone delete.retention.ms after it was
+	// written; a store that missed it for that long would bring the
+	// deleted key back. 0: no limit (the changelog writes no tombstones).
+	MaxOffline time.Duration
+	// Clock stamps the offset writes; nil: the wall clock.
+	Clock clock.Clock
+
 	mu sync.Mutex // serialises changes of open
 	// open is an immutable snapshot: table topic -> partition -> store,
 	// replaced on every Open and Close.
@@ -96,6 +109,13 @@ func New(dir string, log *slog.Logger) *Stores {
 	s := &Stores{dir: dir, log: log}
 	s.open.Store(&map[string]map[int32]*store{})
 	return s
+}
+
+func (s *Stores) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
 }
 
 // Builder returns a goka storage.Builder for these stores. It only validates
@@ -306,10 +326,13 @@ func (s *store) openTrusted(files lvlstorage.Storage, existed bool) (*leveldb.DB
 	case err != nil:
 		return nil, 0, fmt.Errorf("localstore: open leveldb in %s: %w", s.path, err)
 	default:
-		offset, found, err := readOffset(db)
+		offset, at, found, err := readOffset(db)
 		switch {
 		case err != nil:
 			s.log.Warn("local offset unreadable, restoring from changelog", "err", err)
+		case found && s.stores.MaxOffline > 0 && !at.IsZero() && s.stores.now().Sub(at) > s.stores.MaxOffline:
+			s.log.Warn("local store last caught up with its changelog too long ago (tombstones may have been compacted away since), restoring from changelog",
+				"offset", offset, "caught_up", at.UTC().Format(time.RFC3339), "max_offline", s.stores.MaxOffline)
 		case found:
 			s.log.Info("local store reused; restoring the changelog after its offset", "offset", offset)
 			return db, offset, nil
@@ -338,25 +361,35 @@ func (s *store) openTrusted(files lvlstorage.Storage, existed bool) (*leveldb.DB
 	return db, -1, nil
 }
 
-func readOffset(db *leveldb.DB) (int64, bool, error) {
+func readOffset(db *leveldb.DB) (offset int64, at time.Time, found bool, err error) {
 	raw, err := db.Get([]byte(OffsetKey), nil)
 	if errors.Is(err, leveldb.ErrNotFound) {
-		return 0, false, nil
+		return 0, time.Time{}, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("localstore: read offset: %w", err)
+		return 0, time.Time{}, false, fmt.Errorf("localstore: read offset: %w", err)
 	}
-	off, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("localstore: offset %q: %w", raw, err)
+	offStr, atStr, stamped := strings.Cut(string(raw), ",")
+	if offset, err = strconv.ParseInt(offStr, 10, 64); err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("localstore: offset %q: %w", raw, err)
 	}
-	return off, true, nil
+	if stamped { // an older version wrote the offset alone
+		ms, err := strconv.ParseInt(atStr, 10, 64)
+		if err != nil {
+			return 0, time.Time{}, false, fmt.Errorf("localstore: offset %q: %w", raw, err)
+		}
+		at = time.UnixMilli(ms)
+	}
+	return offset, at, true, nil
 }
 
 // putOffset adds the changelog offset the batch's records reach to it, in
-// the form readOffset reads.
-func putOffset(b *leveldb.Batch, offset int64) {
-	b.Put([]byte(OffsetKey), strconv.AppendInt(nil, offset, 10))
+// the form readOffset reads, stamped at (the store holds the changelog up
+// to offset as of then).
+func putOffset(b *leveldb.Batch, offset int64, at time.Time) {
+	v := strconv.AppendInt(nil, offset, 10)
+	v = append(v, ',')
+	b.Put([]byte(OffsetKey), strconv.AppendInt(v, at.UnixMilli(), 10))
 }
 
 func isEmpty(db *leveldb.DB) (bool, error) {
@@ -408,6 +441,9 @@ func (s *store) Close() error {
 	if s.werr != nil {
 		errs = append(errs, s.werr)
 	}
+	if err := s.stampCaughtUp(); err != nil {
+		errs = append(errs, err)
+	}
 	s.mu.Unlock()
 	if err := s.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("localstore: close leveldb in %s: %w", s.path, err))
@@ -419,6 +455,26 @@ func (s *store) Close() error {
 		s.log.Warn("closing local store", "err", errors.Join(errs...))
 	}
 	return errors.Join(errs...)
+}
+
+// stampCaughtUp, on a clean close with nothing waiting for the changelog,
+// stamps the stored offset with the time: the store then holds its
+// changelog whole, and nobody else writes a partition while it is owned.
+// Called with mu held, after the writer stopped.
+func (s *store) stampCaughtUp() error {
+	if s.werr != nil || !s.recovered.Load() || len(s.overlay) > 0 {
+		return nil
+	}
+	offset, _, found, err := readOffset(s.db)
+	if err != nil || !found {
+		return err
+	}
+	b := new(leveldb.Batch)
+	putOffset(b, offset, s.stores.now())
+	if err := s.db.Write(b, nil); err != nil {
+		return fmt.Errorf("localstore: stamp offset in %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // lookup returns the value a key has in the overlay, if it has one there.
@@ -511,7 +567,7 @@ func (s *store) writeRestored() error {
 		return nil
 	}
 	if s.offset >= 0 {
-		putOffset(s.batch, s.offset)
+		putOffset(s.batch, s.offset, s.stores.now())
 	}
 	if err := s.db.Write(s.batch, nil); err != nil {
 		return fmt.Errorf("localstore: write restored records in %s: %w", s.path, err)
@@ -576,7 +632,7 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 		}
 		offset = max(offset, a.offset)
 	}
-	putOffset(b, offset)
+	putOffset(b, offset, s.stores.now())
 	err := s.db.Write(b, nil)
 
 	s.mu.Lock()

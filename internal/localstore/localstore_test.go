@@ -13,8 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"github.com/syndtr/goleveldb/leveldb"
@@ -546,6 +548,46 @@ func TestOlderStoreIsWiped(t *testing.T) {
 	}
 }
 
+// A store last caught up with its changelog longer ago than MaxOffline is
+// wiped: tombstones written after its offset may have been compacted away
+// since (delete.retention.ms), and reused it would bring deleted keys back.
+// A clean close stamps the store as caught up; a store stamped within
+// MaxOffline is reused.
+func TestStoreOfflineTooLongIsWiped(t *testing.T) {
+	dir := t.TempDir()
+	var logs logBuffer
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	f := newFixture(t, dir, newLogger(&logs))
+	f.stores.Clock, f.stores.MaxOffline = clk, 6*24*time.Hour
+	st := f.open(t, "table", 0)
+	restore(t, st, 0, "gone", "1", "kept", "2")
+	clk.Advance(5 * 24 * time.Hour) // idle, then closed: caught up now
+	mustClose(t, st)
+
+	clk.Advance(5 * 24 * time.Hour)
+	st = f.open(t, "table", 0)
+	if off := mustOffset(t, st); off != 1 {
+		t.Fatalf("GetOffset = %d after 5 days offline, want 1 (reused)", off)
+	}
+	if err := st.MarkRecovered(); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, st)
+
+	clk.Advance(7 * 24 * time.Hour)
+	st = f.open(t, "table", 0)
+	defer mustClose(t, st)
+	if off := mustOffset(t, st); off != -2 {
+		t.Fatalf("GetOffset = %d after 7 days offline, want -2 (restore from the start)", off)
+	}
+	if got := mustGet(t, st, "gone"); got != "<nil>" {
+		t.Errorf("Get(gone) = %s, want it wiped", got)
+	}
+	if l := logs.String(); !strings.Contains(l, "too long ago") {
+		t.Errorf("no warning saying why:\n%s", l)
+	}
+}
+
 // A store whose LevelDB cannot be opened as it is is wiped.
 func TestCorruptStoreIsWiped(t *testing.T) {
 	dir := t.TempDir()
@@ -669,7 +711,7 @@ func TestRestoredWritesAreBatchedAndSeen(t *testing.T) {
 	if got := s.batch.Len(); got != 10 {
 		t.Errorf("batch holds %d records after %d, want 10 (one batch written)", got, n)
 	}
-	off, _, err := readOffset(s.db)
+	off, _, _, err := readOffset(s.db)
 	if err != nil || off != restoreBatch-2 {
 		t.Errorf("LevelDB offset %d, %v after the first batch; want %d (at most the records written)", off, err, restoreBatch-2)
 	}
