@@ -49,7 +49,7 @@ func TestFlagErrorsAreOneLineNamingTheFlag(t *testing.T) {
 		{[]string{"run", "--demo", "--demo-file", "missing.jsonl"}, "--demo-file: missing.jsonl not found"},
 		{[]string{"scheduler", "extra"}, `unexpected argument "extra"`},
 		{[]string{"dialer", "--tick-gap", "0s"}, "--tick-gap: 0s"},
-		{[]string{"scheduler", "--retain", "10m"}, "--retain: 10m0s"},
+		{[]string{"scheduler", "--retain", "10s"}, "--retain: 10s"},
 		{[]string{"run", "--past-due", "later", "--brokers", "127.0.0.1:1"}, "--past-due: \"later\""},
 		{[]string{"run", "--provider", "webhook", "--webhook-url", "ftp://x", "--brokers", "127.0.0.1:1"}, "--webhook-url: \"ftp://x\""},
 	}

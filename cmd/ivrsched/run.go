@@ -79,8 +79,8 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 			return app.Config{}, badFlag("http", "%q is not host:port (%v)", r.http, err)
 		}
 	}
-	if r.retain != 0 && r.retain < time.Hour {
-		return app.Config{}, badFlag("retain", "%v; want 0 (keep every user) or at least 1h, like 720h", r.retain)
+	if r.retain != 0 && r.retain < time.Minute {
+		return app.Config{}, badFlag("retain", "%v; want 0 (keep every user) or at least 1m, like 720h", r.retain)
 	}
 	if r.tickGap < time.Millisecond || r.tickGap > time.Second {
 		return app.Config{}, badFlag("tick-gap", "%v; want 1ms to 1s", r.tickGap)
