@@ -1,9 +1,11 @@
-// Package kafkatest runs a real Apache Kafka broker for integration tests.
+// Package kafkatest runs real Apache Kafka brokers for integration tests.
 //
-// The broker is a single-node KRaft cluster (broker and controller in one JVM)
-// started by the test itself on 127.0.0.1, from jars that Maven fetches once
-// into a cache directory outside the work tree (see Fetch and CacheDir). It
-// needs Java 17+ on PATH (or in JAVA_HOME) and, for the first fetch, Maven.
+// A broker is a KRaft node (broker and controller in one JVM) started by the
+// test itself on 127.0.0.1, from jars that Maven fetches once into a cache
+// directory outside the work tree (see Fetch and CacheDir): one node alone
+// (Start), or a cluster of several (StartCluster) whose nodes a test can
+// kill and restart one by one. It needs Java 17+ on PATH (or in JAVA_HOME)
+// and, for the first fetch, Maven.
 //
 // Most tests only need an address:
 //
@@ -14,7 +16,10 @@
 //		...
 //	}
 //
-// Tests that restart or kill the broker start their own with StartForTest.
+// Tests that restart or kill the broker start their own with StartForTest;
+// tests of replication and failover start a cluster with
+// StartClusterForTest(t, 3) and find the partitions' leaders with
+// Cluster.Partitions or Cluster.Leaders.
 //
 // Environment:
 //
@@ -83,6 +88,7 @@ var log4jConfig []byte
 // Broker is a Kafka broker running as a child process. Its data directory
 // survives Restart and Kill; Stop removes it.
 type Broker struct {
+	id      int32 // node.id
 	java    string
 	libDir  string
 	dir     string // temporary directory: config, data and broker.log
@@ -99,7 +105,7 @@ type Broker struct {
 type Option func(*config)
 
 type config struct {
-	props   map[string]string
+	props   map[string]string // over defaultProperties
 	jvmArgs []string
 	timeout time.Duration
 }
@@ -130,6 +136,18 @@ func WithStartTimeout(d time.Duration) Option {
 // When Java or Maven is missing the error wraps ErrUnavailable; when the
 // broker fails to start it includes the end of the broker's log.
 func Start(ctx context.Context, opts ...Option) (*Broker, error) {
+	nodes, err := startNodes(ctx, 1, opts)
+	if err != nil {
+		return nil, err
+	}
+	return nodes[0], nil
+}
+
+// startNodes starts a KRaft cluster of n nodes on 127.0.0.1, node ids 1 to
+// n, each a broker and a controller in one JVM, all of them voters of a
+// static controller quorum. It returns once every node answers and sees
+// itself registered. On failure nothing is left running or on disk.
+func startNodes(ctx context.Context, n int, opts []Option) ([]*Broker, error) {
 	java, err := findJava()
 	if err != nil {
 		return nil, err
@@ -138,66 +156,95 @@ func Start(ctx context.Context, opts ...Option) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	ports, err := freePorts(2)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "kafkatest-")
-	if err != nil {
-		return nil, fmt.Errorf("kafkatest: create broker directory: %w", err)
-	}
-	b := &Broker{
-		java:   java,
-		libDir: libDir,
-		dir:    dir,
-		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-	}
-	if err := b.setUp(ctx, ports, opts); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if err := b.start(ctx); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return b, nil
-}
-
-// setUp writes the configuration and formats the storage.
-func (b *Broker) setUp(ctx context.Context, ports []int, opts []Option) error {
-	cfg := config{
-		props:   defaultProperties(b.addr, ports[1], filepath.Join(b.dir, "data")),
-		timeout: 90 * time.Second,
-	}
+	cfg := config{props: map[string]string{}, timeout: 90 * time.Second}
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	b.timeout = cfg.timeout
+	clusterID, err := newClusterID()
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2 * n) // per node: clients, then controller
+	if err != nil {
+		return nil, err
+	}
+	voters := make([]string, n)
+	for i := range n {
+		voters[i] = fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[2*i+1])
+	}
+
+	nodes := make([]*Broker, 0, n)
+	fail := func(err error) ([]*Broker, error) {
+		for _, b := range nodes {
+			b.Kill()
+			os.RemoveAll(b.dir)
+		}
+		return nil, err
+	}
+	for i := range n {
+		dir, err := os.MkdirTemp("", "kafkatest-")
+		if err != nil {
+			return fail(fmt.Errorf("kafkatest: create broker directory: %w", err))
+		}
+		b := &Broker{
+			id:      int32(i + 1),
+			java:    java,
+			libDir:  libDir,
+			dir:     dir,
+			addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
+			timeout: cfg.timeout,
+		}
+		nodes = append(nodes, b)
+	}
+	// Format the nodes side by side: each is a JVM start.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, b := range nodes {
+		props := defaultProperties(b.id, b.addr, ports[2*i+1], strings.Join(voters, ","), b.DataDir(), n)
+		maps.Copy(props, cfg.props)
+		wg.Go(func() { errs[i] = b.setUp(ctx, props, cfg.jvmArgs, clusterID) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fail(err)
+	}
+	// A node answers only once a majority of the controllers runs: launch
+	// them all before waiting for any.
+	for _, b := range nodes {
+		if err := b.launch(); err != nil {
+			return fail(err)
+		}
+	}
+	for _, b := range nodes {
+		if err := b.awaitReady(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	return nodes, nil
+}
+
+// setUp writes the configuration and formats the storage.
+func (b *Broker) setUp(ctx context.Context, props map[string]string, jvmArgs []string, clusterID string) error {
 	b.jvmArgs = append(slices.Clone(defaultJVMArgs),
 		"-Dlog4j2.configurationFile="+filepath.Join(b.dir, "log4j2.properties"))
-	b.jvmArgs = append(b.jvmArgs, cfg.jvmArgs...)
+	b.jvmArgs = append(b.jvmArgs, jvmArgs...)
 
-	if err := os.WriteFile(b.propertiesPath(), formatProperties(cfg.props), 0o644); err != nil {
+	if err := os.WriteFile(b.propertiesPath(), formatProperties(props), 0o644); err != nil {
 		return fmt.Errorf("kafkatest: write server.properties: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(b.dir, "log4j2.properties"), log4jConfig, 0o644); err != nil {
 		return fmt.Errorf("kafkatest: write log4j2.properties: %w", err)
-	}
-
-	clusterID, err := newClusterID()
-	if err != nil {
-		return err
 	}
 	logFile, err := b.openLog("format storage")
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
+	// controller.quorum.voters names the quorum, so format needs no
+	// --standalone or --initial-controllers.
 	cmd := b.javaCommand(ctx, mainStorageTool, "format",
 		"--config", b.propertiesPath(),
-		"--cluster-id", clusterID,
-		"--standalone")
+		"--cluster-id", clusterID)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kafkatest: %s format: %w\n%s", mainStorageTool, err, b.logTail())
@@ -205,13 +252,16 @@ func (b *Broker) setUp(ctx context.Context, ports []int, opts []Option) error {
 	return nil
 }
 
-// defaultProperties is a single-node KRaft configuration tuned for fast tests.
-func defaultProperties(addr string, controllerPort int, dataDir string) map[string]string {
+// defaultProperties configures node id of a KRaft cluster of n nodes
+// (voters lists the controllers as id@host:port), tuned for fast tests.
+// Kafka's internal topics get n replicas.
+func defaultProperties(id int32, addr string, controllerPort int, voters, dataDir string, n int) map[string]string {
 	controller := net.JoinHostPort("127.0.0.1", strconv.Itoa(controllerPort))
+	replicas, minISR := strconv.Itoa(n), strconv.Itoa(min(2, n))
 	return map[string]string{
 		"process.roles":                                    "broker,controller",
-		"node.id":                                          "1",
-		"controller.quorum.bootstrap.servers":              controller,
+		"node.id":                                          strconv.Itoa(int(id)),
+		"controller.quorum.voters":                         voters,
 		"controller.listener.names":                        "CONTROLLER",
 		"listeners":                                        "PLAINTEXT://" + addr + ",CONTROLLER://" + controller,
 		"advertised.listeners":                             "PLAINTEXT://" + addr,
@@ -219,18 +269,18 @@ func defaultProperties(addr string, controllerPort int, dataDir string) map[stri
 		"listener.security.protocol.map":                   "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
 		"log.dirs":                                         dataDir,
 		"num.partitions":                                   "1",
-		"default.replication.factor":                       "1",
+		"default.replication.factor":                       replicas,
 		"auto.create.topics.enable":                        "false",
 		"auto.leader.rebalance.enable":                     "false",
 		"group.initial.rebalance.delay.ms":                 "0",
 		"group.min.session.timeout.ms":                     "1000", // allow short consumer sessions
-		"offsets.topic.replication.factor":                 "1",
+		"offsets.topic.replication.factor":                 replicas,
 		"offsets.topic.num.partitions":                     "1", // default 50: slows the first group join
-		"transaction.state.log.replication.factor":         "1",
-		"transaction.state.log.min.isr":                    "1",
+		"transaction.state.log.replication.factor":         replicas,
+		"transaction.state.log.min.isr":                    minISR,
 		"transaction.state.log.num.partitions":             "1",
-		"share.coordinator.state.topic.replication.factor": "1",
-		"share.coordinator.state.topic.min.isr":            "1",
+		"share.coordinator.state.topic.replication.factor": replicas,
+		"share.coordinator.state.topic.min.isr":            minISR,
 		"share.coordinator.state.topic.num.partitions":     "1",
 		"log.segment.bytes":                                "1048576",  // the minimum: segments roll soon
 		"log.cleaner.dedupe.buffer.size":                   "16777216", // default 128 MiB of heap
@@ -253,6 +303,10 @@ func formatProperties(props map[string]string) []byte {
 	return buf.Bytes()
 }
 
+// ID returns the broker's node.id (1 for a broker from Start, 1 to n in a
+// Cluster).
+func (b *Broker) ID() int32 { return b.id }
+
 // Addr returns the broker's host:port for clients.
 func (b *Broker) Addr() string { return b.addr }
 
@@ -271,7 +325,10 @@ func (b *Broker) Restart(ctx context.Context) error {
 	if err := b.halt(); err != nil {
 		return err
 	}
-	return b.startLocked(ctx)
+	if err := b.launchLocked(); err != nil {
+		return err
+	}
+	return b.awaitReadyLocked(ctx)
 }
 
 // Kill ends the broker with SIGKILL, like a crash. Its data stays; Restart
@@ -329,22 +386,21 @@ func (b *Broker) signal(sig syscall.Signal) {
 	}
 }
 
-func (b *Broker) start(ctx context.Context) error {
+// launch starts the JVM and returns at once; awaitReady waits for it.
+func (b *Broker) launch() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.startLocked(ctx)
+	return b.launchLocked()
 }
 
-// startLocked launches the JVM and waits until the broker answers. On
-// failure the process is killed and the error carries the log's tail.
-func (b *Broker) startLocked(ctx context.Context) error {
+func (b *Broker) launchLocked() error {
 	logFile, err := b.openLog("start broker")
 	if err != nil {
 		return err
 	}
 	defer logFile.Close() // the child keeps its own descriptor
 
-	// Not CommandContext: the broker must outlive ctx, which only bounds the start.
+	// Not CommandContext: the broker must outlive the start's ctx.
 	cmd := b.javaCommand(context.Background(), mainKafka, b.propertiesPath())
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -356,18 +412,29 @@ func (b *Broker) startLocked(ctx context.Context) error {
 		close(exited)
 	}()
 	b.cmd, b.exited = cmd, exited
+	return nil
+}
 
+func (b *Broker) awaitReady(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.awaitReadyLocked(ctx)
+}
+
+// awaitReadyLocked waits until the launched broker answers. On failure the
+// process is killed and the error carries the log's tail.
+func (b *Broker) awaitReadyLocked(ctx context.Context) error {
 	if err := b.waitReady(ctx); err != nil {
 		b.signal(syscall.SIGKILL)
-		<-exited
+		<-b.exited
 		b.cmd = nil
 		return fmt.Errorf("%w\n--- end of %s ---\n%s", err, b.LogPath(), b.logTail())
 	}
 	return nil
 }
 
-// waitReady polls until a sarama client sees the broker in the cluster
-// metadata, the process exits, ctx ends or the start timeout passes.
+// waitReady polls until the broker answers and lists itself among the
+// cluster's (unfenced) brokers, the process exits, ctx ends or the start timeout passes.
 func (b *Broker) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
@@ -391,17 +458,9 @@ func (b *Broker) waitReady(ctx context.Context) error {
 	}
 }
 
-// probe asks the broker for the cluster description.
+// probe asks the broker for the cluster description and looks for itself.
 func (b *Broker) probe() error {
-	cfg := sarama.NewConfig()
-	cfg.Version = SaramaVersion
-	cfg.ClientID = "kafkatest-probe"
-	cfg.Net.DialTimeout = time.Second
-	cfg.Net.ReadTimeout = 2 * time.Second
-	cfg.Net.WriteTimeout = 2 * time.Second
-	cfg.Metadata.Retry.Max = 0
-	cfg.Admin.Retry.Max = 0
-	admin, err := sarama.NewClusterAdmin([]string{b.addr}, cfg)
+	admin, err := newAdmin([]string{b.addr}, "kafkatest-probe")
 	if err != nil {
 		return err
 	}
@@ -410,10 +469,26 @@ func (b *Broker) probe() error {
 	if err != nil {
 		return err
 	}
-	if len(brokers) == 0 {
-		return errors.New("no broker registered yet")
+	for _, r := range brokers {
+		if r.ID() == b.id {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("node %d not registered yet", b.id)
+}
+
+// newAdmin returns an admin client of addrs that gives up quickly (no
+// retries): its callers poll.
+func newAdmin(addrs []string, clientID string) (sarama.ClusterAdmin, error) {
+	cfg := sarama.NewConfig()
+	cfg.Version = SaramaVersion
+	cfg.ClientID = clientID
+	cfg.Net.DialTimeout = time.Second
+	cfg.Net.ReadTimeout = 2 * time.Second
+	cfg.Net.WriteTimeout = 2 * time.Second
+	cfg.Metadata.Retry.Max = 0
+	cfg.Admin.Retry.Max = 0
+	return sarama.NewClusterAdmin(addrs, cfg)
 }
 
 func (b *Broker) javaCommand(ctx context.Context, mainClass string, args ...string) *exec.Cmd {

@@ -133,3 +133,29 @@ func onCI() bool {
 	ci, _ := strconv.ParseBool(os.Getenv("CI"))
 	return ci
 }
+
+// StartClusterForTest starts a cluster of n nodes for t, as StartCluster
+// does, and stops it when t ends; if t failed, it logs the end of every
+// node's log first. It ignores KAFKA_BROKERS. Missing tools and start
+// failures are handled as in ForTest: under CI=true a cluster that cannot
+// start fails t.
+func StartClusterForTest(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testStartTimeout)
+	defer cancel()
+	c, err := StartCluster(ctx, n, opts...)
+	if err != nil {
+		failOrSkip(t, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, b := range c.nodes {
+				t.Logf("kafkatest: end of node %d's log %s:\n%s", b.ID(), b.LogPath(), b.logTail())
+			}
+		}
+		if err := c.Stop(); err != nil {
+			t.Errorf("kafkatest: stop cluster: %v", err)
+		}
+	})
+	return c
+}
