@@ -120,6 +120,11 @@ func (k Kafka) Sarama() *sarama.Config {
 	// FlushFrequency. It also keeps a partition's records in order across
 	// retries.
 	c.Net.MaxOpenRequests = 1
+	// Idempotent: the broker drops a batch it already wrote when a retry
+	// sends it again (its answer was lost, or a leader moved), instead of
+	// writing it twice. Sarama requires acks=all, Retry.Max >= 1 and one
+	// request in flight per broker for it, as set above.
+	c.Producer.Idempotent = true
 	c.Producer.Partitioner = sarama.NewCustomHashPartitioner(Murmur2())
 	return c
 }
@@ -192,6 +197,14 @@ func (k Kafka) topicManagerConfig() *goka.TopicManagerConfig {
 // reused (localstore.Stores.MaxOffline), or it could bring a deleted user
 // back.
 const TombstoneRetention = 7 * 24 * time.Hour
+
+// MinInSyncReplicas is the min.insync.replicas of the topics ivrsched
+// creates: Replication-1, at least 1 (2 of 3 replicas). Every producer
+// waits for all in-sync replicas (acks=all), so an acknowledged write is on
+// at least this many brokers, and one broker of three may be down (or
+// lagging) while writes go on; with two down, writes fail and are retried
+// (the processor restarts) rather than acknowledged by one broker alone.
+func (k Kafka) MinInSyncReplicas() int { return max(1, k.Replication-1) }
 
 // ErrTopicMismatch reports an existing topic that does not fit ivrsched.
 var ErrTopicMismatch = errors.New("topic mismatch")
@@ -295,6 +308,7 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 		}
 		cfg := map[string]*string{}
 		set := func(key, v string) { cfg[key] = &v }
+		set("min.insync.replicas", strconv.Itoa(k.MinInSyncReplicas()))
 		if s.Compact {
 			set("cleanup.policy", "compact")
 			set("delete.retention.ms", strconv.FormatInt(TombstoneRetention.Milliseconds(), 10))

@@ -1,0 +1,152 @@
+package topology_test
+
+import (
+	"context"
+	"hash"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// Topics with three replicas get min.insync.replicas=2: with acks=all a
+// write is on two brokers before it counts, and one broker may be down.
+func TestEnsureTopicsSetsMinInSyncReplicas(t *testing.T) {
+	for replication, want := range map[int]int{1: 1, 2: 1, 3: 2, 5: 4} {
+		if got := (topology.Kafka{Replication: replication}).MinInSyncReplicas(); got != want {
+			t.Errorf("replication %d: min.insync.replicas %d, want %d", replication, got, want)
+		}
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	k := topology.Kafka{Brokers: cluster.ListenAddrs(), Partitions: 2, Replication: 3}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	specs := topology.NewTopics("").Specs()
+	if err := topology.EnsureTopics(ctx, k, specs); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, s := range specs {
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Name, ConfigNames: []string{"min.insync.replicas"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 || entries[0].Value != "2" {
+			t.Errorf("%s: min.insync.replicas %+v, want 2", s.Name, entries)
+		}
+	}
+}
+
+// The producers ivrsched builds are idempotent: a batch that the broker
+// wrote but answered with a retriable error is sent again with the same
+// producer id and sequence numbers, and the broker keeps one copy. The
+// same producer without idempotence writes the batch twice. On the
+// embedded broker (kfake), which `ivrsched run` uses; the cluster system
+// test runs the same producers against Apache Kafka.
+func TestProducerIsIdempotent(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	k := topology.Kafka{Brokers: cluster.ListenAddrs(), ClientID: "test", Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond}
+	if !k.Sarama().Producer.Idempotent {
+		t.Fatal("Producer.Idempotent is off")
+	}
+	withoutIdempotence := func(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
+		cfg := k.Sarama()
+		cfg.Producer.Idempotent = false
+		return goka.ProducerBuilderWithConfig(cfg)(brokers, clientID, hasher)
+	}
+	for _, tc := range []struct {
+		name       string
+		build      goka.ProducerBuilder
+		wantCopies int
+		wantPID    bool
+	}{
+		{"ivrsched", k.ProducerBuilder, 1, true},
+		{"without idempotence", withoutIdempotence, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "idempotence-" + strconv.Itoa(tc.wantCopies)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{{Name: topic, Retain: time.Hour}}); err != nil {
+				t.Fatal(err)
+			}
+			// The broker appends the batch, then answers with a
+			// retriable error, as when a follower fell out of the ISR.
+			fault := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.NotEnoughReplicasAfterAppend})
+			defer fault.Remove()
+			p, err := tc.build(k.Brokers, k.ClientID, topology.Murmur2())
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			p.Emit(topic, "user-1", []byte("call")).Then(func(err error) { done <- err })
+			if err := <-done; err != nil {
+				t.Fatalf("emit: %v", err)
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if hits := fault.Hits(); hits != 1 {
+				t.Fatalf("the fault answered %d produce requests, want 1", hits)
+			}
+			records := readAll(ctx, t, k.Brokers, topic)
+			if len(records) != tc.wantCopies {
+				t.Fatalf("%d copies of the record on %s, want %d", len(records), topic, tc.wantCopies)
+			}
+			for _, r := range records {
+				if hasPID := r.ProducerID >= 0; hasPID != tc.wantPID {
+					t.Fatalf("record at offset %d has producer id %d; want one: %v", r.Offset, r.ProducerID, tc.wantPID)
+				}
+			}
+		})
+	}
+}
+
+// readAll returns every record of topic's partition 0.
+func readAll(ctx context.Context, t *testing.T, brokers []string, topic string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	end, err := sarama.NewClient(brokers, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end.Close()
+	newest, err := end.GetOffset(topic, 0, sarama.OffsetNewest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records []*kgo.Record
+	for int64(len(records)) < newest {
+		fetches := cl.PollFetches(ctx)
+		if err := fetches.Err(); err != nil {
+			t.Fatalf("read %s: %v", topic, err)
+		}
+		records = append(records, fetches.Records()...)
+	}
+	return records
+}
