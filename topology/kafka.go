@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -295,8 +297,9 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
-	var created []string
+	names := make([]string, 0, len(specs))
 	for _, s := range specs {
+		names = append(names, s.Name)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -327,32 +330,23 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 			return fmt.Errorf("create topic %s: %w", s.Name, err)
 		}
-		created = append(created, s.Name)
 	}
-	return awaitTopics(ctx, admin, created)
+	return awaitTopics(ctx, client, names)
 }
 
-// awaitTopics waits until the brokers' metadata lists the new topics: topic
-// creation in Kafka completes asynchronously.
-func awaitTopics(ctx context.Context, admin sarama.ClusterAdmin, names []string) error {
+// awaitTopics waits until every broker that answers lists the topics in its
+// metadata. Topic creation completes asynchronously and reaches each broker
+// in its own time, and Goka's checks may ask any of them; a topic that
+// another instance has just created may be known to one broker only.
+func awaitTopics(ctx context.Context, client sarama.Client, names []string) error {
 	deadline := time.Now().Add(30 * time.Second)
-	for len(names) > 0 {
-		all, err := admin.ListTopics()
-		if err != nil {
-			return fmt.Errorf("list topics: %w", err)
-		}
-		missing := names[:0]
-		for _, n := range names {
-			if d, ok := all[n]; !ok || d.NumPartitions == 0 {
-				missing = append(missing, n)
-			}
-		}
-		names = missing
-		if len(names) == 0 {
+	for {
+		missing, err := unknownTopics(client, names)
+		if err == nil && len(missing) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("topics %v created but not visible after 30s", names)
+			return fmt.Errorf("topics %v not known to every broker after 30s (last error: %v)", missing, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -360,7 +354,36 @@ func awaitTopics(ctx context.Context, admin sarama.ClusterAdmin, names []string)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return nil
+}
+
+// unknownTopics asks each broker for the topics' metadata and returns those
+// that a broker does not list with their partitions. A broker that does not
+// answer (one of several may be down) is not asked; none answering is an
+// error.
+func unknownTopics(client sarama.Client, names []string) ([]string, error) {
+	unknown := map[string]bool{}
+	var errs []error
+	for _, b := range client.Brokers() {
+		if err := b.Open(client.Config()); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
+			errs = append(errs, err)
+			continue
+		}
+		resp, err := b.GetMetadata(sarama.NewMetadataRequest(client.Config().Version, names))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("metadata from %s: %w", b.Addr(), err))
+			continue
+		}
+		for _, name := range names {
+			i := slices.IndexFunc(resp.Topics, func(t *sarama.TopicMetadata) bool { return t.Name == name })
+			if i < 0 || !errors.Is(resp.Topics[i].Err, sarama.ErrNoError) || len(resp.Topics[i].Partitions) == 0 {
+				unknown[name] = true
+			}
+		}
+	}
+	if len(errs) == len(client.Brokers()) {
+		return nil, fmt.Errorf("no broker answered: %w", errors.Join(errs...))
+	}
+	return slices.Sorted(maps.Keys(unknown)), nil
 }
 
 func checkTopic(admin sarama.ClusterAdmin, s TopicSpec, d sarama.TopicDetail, partitions int) error {
