@@ -1,12 +1,15 @@
 // Package systemtest runs ivrsched's binary against Apache Kafka: the full
-// pipeline, kill -9 crashes, rebalances, a broker restart and records from
-// other clients. The broker is started by internal/kafkatest (Apache Kafka
-// fetched with Maven), or taken from KAFKA_BROKERS.
+// pipeline, kill -9 crashes, rebalances, a rolling restart, a broker
+// restart, a three-broker cluster that loses a broker, and records from
+// other clients. The brokers are started by internal/kafkatest (Apache Kafka
+// fetched with Maven), or taken from KAFKA_BROKERS (except for the tests
+// that restart or kill brokers).
 //
 // These tests take minutes; `go test -short` skips them.
 package systemtest
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -155,6 +158,32 @@ func (p *proc) exited() error {
 	}
 }
 
+// awaitReady waits until the process has logged that it is ready (every
+// role's processor recovered its tables and runs) n times, once per start:
+// awaitReady(2) after the first restart.
+func (p *proc) awaitReady(n int, within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if bytes.Count(b, []byte("msg=ready")) >= n {
+			return
+		}
+		if err := p.exited(); err != nil {
+			p.t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s not ready (start %d) within %v", p.name, n, within)
+		}
+		<-tick.C
+	}
+}
+
 func tail(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
@@ -290,14 +319,32 @@ func (p *provider) waitAll(t *testing.T, want map[followUp]time.Time, deadline t
 }
 
 func (r report) String() string {
+	return fmt.Sprintf("placed %d, lost: %d, early: %d, dialed under two different call ids: %d, raw repeated provider requests: %d, lateness %s",
+		r.placed, len(r.lost), len(r.early), r.twoCallIDs, r.rawRepeats, percentiles(r.lateness))
+}
+
+// percentiles describes sorted durations: "p50 … p99 … max …".
+func percentiles(sorted []time.Duration) string {
 	pct := func(q float64) time.Duration {
-		if len(r.lateness) == 0 {
+		if len(sorted) == 0 {
 			return 0
 		}
-		return r.lateness[min(len(r.lateness)-1, int(q*float64(len(r.lateness))))]
+		return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 	}
-	return fmt.Sprintf("placed %d, lost: %d, early: %d, dialed under two different call ids: %d, raw repeated provider requests: %d, lateness p50 %v p99 %v max %v",
-		r.placed, len(r.lost), len(r.early), r.twoCallIDs, r.rawRepeats, pct(0.5), pct(0.99), pct(1))
+	return fmt.Sprintf("p50 %v p99 %v max %v", pct(0.5), pct(0.99), pct(1))
+}
+
+// latenessDue returns, sorted, the lateness of the placed follow-ups due in
+// [from, to).
+func (r report) latenessDue(want map[followUp]time.Time, from, to time.Time) []time.Duration {
+	var ds []time.Duration
+	for f, at := range r.firstPlaced {
+		if due := want[f]; !due.Before(from) && due.Before(to) {
+			ds = append(ds, at.Sub(due))
+		}
+	}
+	slices.Sort(ds)
+	return ds
 }
 
 // check fails the test unless every follow-up was placed once, never early.

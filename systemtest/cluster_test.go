@@ -1,0 +1,217 @@
+package systemtest
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// On a three-broker cluster, with topics of three replicas and
+// min.insync.replicas=2, the broker that leads most of ivrsched's partitions
+// is killed with SIGKILL while follow-ups fire, and restarted 8 s later.
+// Nothing is lost, nothing fires early, no follow-up is dialed under two
+// call ids; every record ivrsched wrote carries a producer id (the
+// producers are idempotent).
+func TestClusterBrokerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test against an Apache Kafka cluster; skipped with -short")
+	}
+	began := time.Now()
+	cluster := kafkatest.StartClusterForTest(t, 3)
+	t.Logf("three-broker cluster started in %v", time.Since(began).Round(time.Millisecond))
+	brokers := cluster.Bootstrap()
+	pfx, parts := prefix(t), 6
+	topics := topology.NewTopics(pfx)
+	var names []string
+	for _, s := range topics.Specs() {
+		names = append(names, s.Name)
+	}
+	prov := newProvider(t)
+	common := func(id string) []string {
+		return roleArgs(t, brokers, pfx, parts, "--replication", "3", "--instance-id", id, "--session-timeout", "6s",
+			"--provider", "webhook", "--webhook-url", prov.url())
+	}
+	sched := start(t, "scheduler", append([]string{"scheduler"}, common("s1")...)...)
+	dial := start(t, "dialer", append([]string{"dialer"}, common("d1")...)...)
+	sched.awaitReady(1, 2*time.Minute)
+	dial.awaitReady(1, 2*time.Minute)
+	checkReplicated(t, cluster, names, 3, "2")
+
+	const window = 45 * time.Second
+	begin := time.Now().Add(5 * time.Second)
+	want := schedule(t, brokers, pfx, parts, spread(1500, 2, begin, window))
+	t.Logf("scheduled %d follow-ups, due over %v", len(want), window)
+
+	time.Sleep(time.Until(begin.Add(8 * time.Second))) // the test's schedule: mid-run
+	// The victim leads most partitions. __consumer_offsets counts too: its
+	// leader coordinates the groups (the brokers have one such partition),
+	// so in a tie the coordinator goes down with its partitions.
+	led, err := cluster.Leaders(append(names, "__consumer_offsets")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := slices.MaxFunc(slices.Sorted(maps.Keys(led)), func(a, b int32) int { return led[a] - led[b] })
+	killed := time.Now()
+	cluster.Broker(victim).Kill()
+	t.Logf("partitions led per broker (ivrsched's and __consumer_offsets): %v; killed broker %d", led, victim)
+
+	time.Sleep(time.Until(killed.Add(8 * time.Second))) // the test's schedule: down for 8 s while follow-ups fire
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	restarted := time.Now()
+	if err := cluster.Broker(victim).Restart(ctx); err != nil {
+		t.Fatalf("restart broker %d: %v", victim, err)
+	}
+	back := time.Now()
+	if err := cluster.AwaitInSync(ctx, names...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("broker %d restarted %v after the kill, answering %v later, all replicas in sync %v after that", victim,
+		restarted.Sub(killed).Round(time.Millisecond), back.Sub(restarted).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+
+	r := prov.waitAll(t, want, begin.Add(window+2*time.Minute), sched, dial)
+	t.Logf("lateness of the follow-ups due from the kill until the broker answered again: %s; due after that: %s",
+		percentiles(r.latenessDue(want, killed, back)), percentiles(r.latenessDue(want, back, begin.Add(window))))
+	for _, p := range []*proc{sched, dial} {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d processor restarts, %d partitions reopened (a new group session reopens them all), %d produce errors %q",
+			p.name, bytes.Count(b, []byte("processor failed")), bytes.Count(b, []byte("local store reused")),
+			bytes.Count(b, []byte(outOfOrder)), outOfOrder)
+	}
+	r.check(t)
+
+	// Every record ivrsched wrote carries a producer id: the producers are
+	// idempotent, on Apache Kafka too.
+	written := map[string][]*kgo.Record{}
+	for _, topic := range []string{string(topics.Calls), string(topics.SchedulerTable()), string(topics.Results)} {
+		written[topic] = readTopic(t, brokers, topic)
+		without := 0
+		for _, rec := range written[topic] {
+			if rec.ProducerID < 0 {
+				without++
+			}
+		}
+		t.Logf("%s: %d records, %d without a producer id", topic, len(written[topic]), without)
+		if len(written[topic]) == 0 || without > 0 {
+			t.Errorf("%s: %d of %d records written without idempotence", topic, without, len(written[topic]))
+		}
+	}
+	// Logged, not asserted: a dialer whose result failed to reach Kafka
+	// after its table write did replays the call as a repeat and writes no
+	// result for it.
+	results := map[string]bool{}
+	for _, rec := range written[string(topics.Results)] {
+		res := &pb.CallResult{}
+		if err := proto.Unmarshal(rec.Value, res); err != nil {
+			t.Fatal(err)
+		}
+		results[res.GetCallId()] = true
+	}
+	prov.mu.Lock()
+	noResult := map[string]bool{}
+	for _, q := range prov.reqs {
+		if !results[q.key] {
+			noResult[q.key] = true
+		}
+	}
+	prov.mu.Unlock()
+	t.Logf("calls placed without a result on %s: %d", topics.Results, len(noResult))
+}
+
+// outOfOrder is how Sarama's idempotent producer reports a batch the new
+// leader did not expect after a leader change.
+const outOfOrder = "out of order sequence number"
+
+// checkReplicated fails t unless every topic has the given replicas on every
+// partition and min.insync.replicas minISR.
+func checkReplicated(t *testing.T, c *kafkatest.Cluster, topics []string, replicas int, minISR string) {
+	t.Helper()
+	states, err := c.Partitions(topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range states {
+		if len(s.Replicas) != replicas {
+			t.Fatalf("%s/%d has replicas %v, want %d", s.Topic, s.Partition, s.Replicas, replicas)
+		}
+	}
+	k := topology.Kafka{Brokers: c.Addrs()}
+	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, topic := range topics {
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"min.insync.replicas"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 || entries[0].Value != minISR {
+			t.Fatalf("%s: min.insync.replicas %+v, want %s", topic, entries, minISR)
+		}
+	}
+}
+
+// readTopic reads every partition of topic from its start to its end.
+func readTopic(t *testing.T, brokers, topic string) []*kgo.Record {
+	t.Helper()
+	addrs := strings.Split(brokers, ",")
+	client, err := sarama.NewClient(addrs, saramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := map[int32]int64{}
+	offsets := map[int32]kgo.Offset{}
+	for _, p := range parts {
+		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end > 0 {
+			ends[p] = end
+			offsets[p] = kgo.NewOffset().AtStart()
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var records []*kgo.Record
+	for len(ends) > 0 {
+		fetches := cl.PollFetches(ctx)
+		if err := fetches.Err(); err != nil {
+			t.Fatalf("read %s: %v (%d partitions not read to their end)", topic, err, len(ends))
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			records = append(records, r)
+			if r.Offset+1 >= ends[r.Partition] {
+				delete(ends, r.Partition)
+			}
+		})
+	}
+	return records
+}
