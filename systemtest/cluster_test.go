@@ -3,10 +3,12 @@ package systemtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +25,9 @@ import (
 // min.insync.replicas=2, the broker that leads most of ivrsched's partitions
 // is killed with SIGKILL while follow-ups fire, and restarted 8 s later.
 // Nothing is lost, nothing fires early, no follow-up is dialed under two
-// call ids; every record ivrsched wrote carries a producer id (the
-// producers are idempotent).
+// call ids. Beside them ivrsched's producer (topology.Kafka.ProducerBuilder)
+// writes numbered records through the kill: every record the brokers
+// acknowledged is on its topic afterwards.
 func TestClusterBrokerKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("system test against an Apache Kafka cluster; skipped with -short")
@@ -49,6 +52,8 @@ func TestClusterBrokerKill(t *testing.T) {
 	sched.awaitReady(1, 2*time.Minute)
 	dial.awaitReady(1, 2*time.Minute)
 	checkReplicated(t, cluster, names, 3, "2")
+
+	acks := startAckWriter(t, topology.Kafka{Brokers: cluster.Addrs(), Partitions: parts, Replication: 3, FlushFrequency: time.Millisecond}, pfx+"acks")
 
 	const window = 45 * time.Second
 	begin := time.Now().Add(5 * time.Second)
@@ -81,6 +86,7 @@ func TestClusterBrokerKill(t *testing.T) {
 	}
 	t.Logf("broker %d restarted %v after the kill, answering %v later, all replicas in sync %v after that", victim,
 		restarted.Sub(killed).Round(time.Millisecond), back.Sub(restarted).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+	acks.halt() // it wrote through the kill and the restart
 
 	r := prov.waitAll(t, want, begin.Add(window+2*time.Minute), sched, dial)
 	t.Logf("lateness of the follow-ups due from the kill until the broker answered again: %s; due after that: %s",
@@ -95,28 +101,13 @@ func TestClusterBrokerKill(t *testing.T) {
 			bytes.Count(b, []byte(outOfOrder)), outOfOrder)
 	}
 	r.check(t)
+	acks.check(t, brokers)
 
-	// Every record ivrsched wrote carries a producer id: the producers are
-	// idempotent, on Apache Kafka too.
-	written := map[string][]*kgo.Record{}
-	for _, topic := range []string{string(topics.Calls), string(topics.SchedulerTable()), string(topics.Results)} {
-		written[topic] = readTopic(t, brokers, topic)
-		without := 0
-		for _, rec := range written[topic] {
-			if rec.ProducerID < 0 {
-				without++
-			}
-		}
-		t.Logf("%s: %d records, %d without a producer id", topic, len(written[topic]), without)
-		if len(written[topic]) == 0 || without > 0 {
-			t.Errorf("%s: %d of %d records written without idempotence", topic, without, len(written[topic]))
-		}
-	}
 	// Logged, not asserted: a dialer whose result failed to reach Kafka
 	// after its table write did replays the call as a repeat and writes no
 	// result for it.
 	results := map[string]bool{}
-	for _, rec := range written[string(topics.Results)] {
+	for _, rec := range readTopic(t, brokers, string(topics.Results)) {
 		res := &pb.CallResult{}
 		if err := proto.Unmarshal(rec.Value, res); err != nil {
 			t.Fatal(err)
@@ -134,8 +125,101 @@ func TestClusterBrokerKill(t *testing.T) {
 	t.Logf("calls placed without a result on %s: %d", topics.Results, len(noResult))
 }
 
-// outOfOrder is how Sarama's idempotent producer reports a batch the new
-// leader did not expect after a leader change.
+// ackWriter writes numbered records with ivrsched's producer, about 2,000
+// a second, and remembers which the brokers acknowledged.
+type ackWriter struct {
+	topic  string
+	stop   chan struct{}
+	once   sync.Once
+	done   chan struct{}
+	mu     sync.Mutex
+	acked  map[string]bool
+	failed int
+	err    error // the last failure
+}
+
+func startAckWriter(t *testing.T, k topology.Kafka, topic string) *ackWriter {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{{Name: topic, Retain: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := k.ProducerBuilder(k.Brokers, "ack-writer", topology.Murmur2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &ackWriter{topic: topic, stop: make(chan struct{}), done: make(chan struct{}), acked: map[string]bool{}}
+	go func() {
+		defer close(w.done)
+		defer p.Close() // waits for the answers of what was sent
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			for j := range 2 {
+				v := fmt.Sprintf("%08d-%d", i, j)
+				p.Emit(topic, "k"+v[4:8], []byte(v)).Then(func(err error) {
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					if err != nil {
+						w.failed, w.err = w.failed+1, err
+						return
+					}
+					w.acked[v] = true
+				})
+			}
+		}
+	}()
+	t.Cleanup(w.halt)
+	return w
+}
+
+// halt stops writing and waits for the answers of what was sent.
+func (w *ackWriter) halt() {
+	w.once.Do(func() { close(w.stop) })
+	<-w.done
+}
+
+// check stops the writer and fails t unless every acknowledged record is
+// on the topic.
+func (w *ackWriter) check(t *testing.T, brokers string) {
+	t.Helper()
+	w.halt()
+	on := map[string]int{}
+	recs := readTopic(t, brokers, w.topic)
+	for _, rec := range recs {
+		on[string(rec.Value)]++
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var missing []string
+	for v := range w.acked {
+		if on[v] == 0 {
+			missing = append(missing, v)
+		}
+	}
+	twice := 0
+	for _, n := range on {
+		if n > 1 {
+			twice++
+		}
+	}
+	t.Logf("%s: %d records acknowledged, %d failed (last: %v), %d on the topic, %d of them twice, %d acknowledged but missing",
+		w.topic, len(w.acked), w.failed, w.err, len(recs), twice, len(missing))
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		t.Fatalf("%d acknowledged records missing from %s, e.g. %s", len(missing), w.topic, missing[0])
+	}
+}
+
+// outOfOrder is how the brokers refuse a batch of an idempotent producer
+// whose sequence numbers they did not expect (ivrsched's producers are not
+// idempotent: there should be none).
 const outOfOrder = "out of order sequence number"
 
 // checkReplicated fails t unless every topic has the given replicas on every
