@@ -130,6 +130,9 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if r.brokers == "" {
+		if r.security.set() {
+			return badFlag("brokers", "required with TLS or SASL flags (the embedded broker speaks plaintext)")
+		}
 		if err := checkHostPort(*embeddedAddr); err != nil {
 			return badFlag("embedded-addr", "%q is not host:port (%v)", *embeddedAddr, err)
 		}
