@@ -89,6 +89,8 @@ type Broker struct {
 	addr    string
 	jvmArgs []string
 	timeout time.Duration
+	// listeners are the extra listeners' addresses by name (WithListener).
+	listeners map[string]string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -99,9 +101,11 @@ type Broker struct {
 type Option func(*config)
 
 type config struct {
-	props   map[string]string
-	jvmArgs []string
-	timeout time.Duration
+	props      map[string]string
+	jvmArgs    []string
+	timeout    time.Duration
+	listeners  []listener // WithListener
+	formatArgs []string   // WithFormatArgs
 }
 
 // WithProperty sets a server.properties entry, overriding the default (for
@@ -173,6 +177,9 @@ func (b *Broker) setUp(ctx context.Context, ports []int, opts []Option) error {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
+	if err := b.addListeners(&cfg); err != nil {
+		return err
+	}
 	b.timeout = cfg.timeout
 	b.jvmArgs = append(slices.Clone(defaultJVMArgs),
 		"-Dlog4j2.configurationFile="+filepath.Join(b.dir, "log4j2.properties"))
@@ -194,10 +201,10 @@ func (b *Broker) setUp(ctx context.Context, ports []int, opts []Option) error {
 		return err
 	}
 	defer logFile.Close()
-	cmd := b.javaCommand(ctx, mainStorageTool, "format",
+	cmd := b.javaCommand(ctx, mainStorageTool, slices.Concat([]string{"format",
 		"--config", b.propertiesPath(),
 		"--cluster-id", clusterID,
-		"--standalone")
+		"--standalone"}, cfg.formatArgs)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kafkatest: %s format: %w\n%s", mainStorageTool, err, b.logTail())
