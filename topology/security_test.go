@@ -115,11 +115,11 @@ func TestConnectTLSAndSASL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := tls.LoadX509KeyPair(certs.ServerCert, certs.ServerKey)
+	serverTLS, err := certs.ServerTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}),
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(serverTLS),
 		kfake.EnableSASL(),
 		kfake.Superuser(SASLPlain, "plain-user", "plain-secret"),
 		kfake.Superuser(SASLScramSHA256, "scram256-user", "scram256-secret"),

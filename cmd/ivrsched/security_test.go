@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"flag"
 	"os"
 	"path/filepath"
@@ -154,11 +153,11 @@ func TestWrongPasswordFailsFast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := tls.LoadX509KeyPair(certs.ServerCert, certs.ServerKey)
+	serverTLS, err := certs.ServerTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}),
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(serverTLS),
 		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "alice", "right"))
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-		"sync/atomic"
+	"sync/atomic"
 	"testing"
 	"time"
 

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -111,6 +112,16 @@ func WriteCerts(dir string) (Certs, error) {
 		}
 	}
 	return c, nil
+}
+
+// ServerTLS is the TLS configuration of a server that presents
+// ServerCert (an in-process test broker, say).
+func (c Certs) ServerTLS() (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(c.ServerCert, c.ServerKey)
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: server certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
 func pemBlock(typ string, der []byte) []byte {
