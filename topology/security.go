@@ -110,24 +110,25 @@ func (s Security) authError(brokers string, err error) error {
 	return nil
 }
 
-// hint says what a connection that the brokers closed may mean: some
-// brokers close it instead of answering a refused SASL handshake, and a
-// broker that requires a client certificate closes it when there is none.
+// hint says what a failed connection may mean: some brokers close it
+// instead of answering a refused SASL handshake, and a broker that
+// requires a client certificate closes it, or sends a TLS alert, when
+// there is none.
 func (s Security) hint(err error) string {
-	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
-		return ""
-	}
+	closed := errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+	msg := err.Error()
+	certRefused := strings.Contains(msg, "remote error: tls: bad certificate") || strings.Contains(msg, "remote error: tls: certificate required")
 	var maybe []string
-	if s.SASL.Mechanism != "" {
-		maybe = append(maybe, fmt.Sprintf("refused SASL %s as user %q, check the credentials", s.SASL.Mechanism, s.SASL.User))
+	if closed && s.SASL.Mechanism != "" {
+		maybe = append(maybe, fmt.Sprintf("if the brokers closed the connection because they refused SASL %s as user %q, check the credentials", s.SASL.Mechanism, s.SASL.User))
 	}
-	if s.TLS != nil && len(s.TLS.Certificates) == 0 && s.TLS.GetClientCertificate == nil {
-		maybe = append(maybe, "require a client certificate (mutual TLS), give one")
+	if (closed || certRefused) && s.TLS != nil && len(s.TLS.Certificates) == 0 && s.TLS.GetClientCertificate == nil {
+		maybe = append(maybe, "if the brokers require a client certificate (mutual TLS), give one")
 	}
 	if len(maybe) == 0 {
 		return ""
 	}
-	return " (the brokers closed the connection: if they " + strings.Join(maybe, "; if they ") + ")"
+	return " (" + strings.Join(maybe, "; ") + ")"
 }
 
 // scramClient is sarama's SCRAMClient on github.com/xdg-go/scram. Sarama

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -175,5 +178,34 @@ func TestConnectTLSAndSASL(t *testing.T) {
 	_, err = connect(Security{TLS: otherTLS, SASL: SASL{SASLScramSHA512, "scram512-user", "scram512-secret"}})
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("broker certificate from another authority: %v; want ErrUnreachable about the certificate", err)
+	}
+}
+
+// What a failed connection may mean is said only where it fits.
+func TestSecurityHint(t *testing.T) {
+	badCert := errors.New("kafka: client has run out of available brokers to talk to: remote error: tls: bad certificate")
+	withCert := &tls.Config{Certificates: []tls.Certificate{{}}}
+	scram := SASL{SASLScramSHA512, "alice", "pw"}
+	for _, c := range []struct {
+		sec  Security
+		err  error
+		want []string // "" for no hint
+	}{
+		{Security{TLS: &tls.Config{}}, badCert, []string{"require a client certificate"}},
+		{Security{TLS: withCert}, badCert, []string{""}},
+		{Security{SASL: scram}, io.EOF, []string{`refused SASL SCRAM-SHA-512 as user "alice", check the credentials`}},
+		{Security{TLS: &tls.Config{}, SASL: scram}, fmt.Errorf("read: %w", syscall.ECONNRESET), []string{"check the credentials", "require a client certificate"}},
+		{Security{SASL: scram}, errors.New("dial tcp: connection refused"), []string{""}},
+		{Security{}, io.EOF, []string{""}},
+	} {
+		got := c.sec.hint(c.err)
+		for _, w := range c.want {
+			if (w == "" && got != "") || !strings.Contains(got, w) {
+				t.Errorf("hint(%+v, %v) = %q, want %q", c.sec.SASL, c.err, got, w)
+			}
+		}
+		if strings.Contains(got, "pw") {
+			t.Errorf("hint shows the password: %q", got)
+		}
 	}
 }
