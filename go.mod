@@ -28,6 +28,7 @@ require (
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+	github.com/xdg-go/scram v1.4.0
 	go.uber.org/mock v0.6.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.51.0
@@ -36,4 +37,7 @@ require (
 	google.golang.org/protobuf v1.36.11
 )
 
-require golang.org/x/text v0.37.0 // indirect
+require (
+	github.com/xdg-go/stringprep v1.0.4 // indirect
+	golang.org/x/text v0.37.0 // indirect
+)

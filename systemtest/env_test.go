@@ -368,7 +368,12 @@ func first[T any](s []T) any {
 // (task → due time) and returns what is expected to fire.
 func schedule(t *testing.T, brokers, pfx string, partitions int, plan map[string]map[string]time.Time) map[followUp]time.Time {
 	t.Helper()
-	k := topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}
+	return scheduleOn(t, topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}, pfx, plan)
+}
+
+// scheduleOn is schedule through the client settings k (TLS and SASL, say).
+func scheduleOn(t *testing.T, k topology.Kafka, pfx string, plan map[string]map[string]time.Time) map[followUp]time.Time {
+	t.Helper()
 	em, err := goka.NewEmitter(k.Brokers, topology.NewTopics(pfx).Onboarding, new(codec.Command), k.EmitterOptions()...)
 	if err != nil {
 		t.Fatal(err)

@@ -41,6 +41,9 @@ type Kafka struct {
 	// SessionTimeout is how long the group waits for a silent member
 	// (crashed without leaving) before it moves the member's partitions.
 	SessionTimeout time.Duration
+	// Security is TLS and SASL to the brokers; the zero value is
+	// plaintext without authentication.
+	Security Security
 }
 
 // ErrConfig reports an invalid configuration.
@@ -67,7 +70,7 @@ func (k Kafka) Validate() error {
 			return fmt.Errorf("%w: broker %q: %w", ErrConfig, b, err)
 		}
 	}
-	return nil
+	return k.Security.Validate()
 }
 
 func splitHostPort(addr string) (string, int, error) {
@@ -129,6 +132,7 @@ func (k Kafka) Sarama() *sarama.Config {
 	// retry may write a record twice, which the call ids absorb.
 	c.Producer.Idempotent = false
 	c.Producer.Partitioner = sarama.NewCustomHashPartitioner(Murmur2())
+	k.Security.apply(c)
 	return c
 }
 
@@ -244,7 +248,8 @@ func (t Topics) Specs() []TopicSpec {
 var ErrUnreachable = errors.New("brokers not reachable")
 
 // Connect returns a client of the cluster, or ErrUnreachable naming the
-// brokers if none answered within k.DialTimeout (10 s if unset).
+// brokers if none answered within k.DialTimeout (10 s if unset), or
+// ErrAuthentication if they refused the SASL credentials.
 func (k Kafka) Connect(ctx context.Context) (sarama.Client, error) {
 	timeout := k.DialTimeout
 	if timeout <= 0 {
@@ -270,7 +275,10 @@ func (k Kafka) Connect(ctx context.Context) (sarama.Client, error) {
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, strings.Join(k.Brokers, ","), r.err)
+			if err := k.Security.authError(strings.Join(k.Brokers, ","), r.err); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %s: %w%s", ErrUnreachable, strings.Join(k.Brokers, ","), r.err, k.Security.hint(r.err))
 		}
 		return r.c, nil
 	case <-time.After(timeout):

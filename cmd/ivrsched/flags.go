@@ -67,6 +67,7 @@ type kafkaFlags struct {
 	flush       time.Duration
 	fetchWait   time.Duration
 	logLevel    string
+	security    securityFlags
 }
 
 const defaultBrokers = "127.0.0.1:9092"
@@ -80,6 +81,7 @@ func (k *kafkaFlags) register(fs *flag.FlagSet, brokersDefault string) {
 	fs.DurationVar(&k.flush, "flush", time.Millisecond, "producer flush frequency: the most a message waits to be batched")
 	fs.DurationVar(&k.fetchWait, "fetch-wait", time.Millisecond, "how long the broker may hold a fetch to fill it (32 KiB): larger batches under load for up to this much more latency per hop; 0 answers at once")
 	fs.StringVar(&k.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	k.security.register(fs)
 }
 
 func (k *kafkaFlags) kafka(clientID string) (topology.Kafka, error) {
@@ -108,8 +110,12 @@ func (k *kafkaFlags) kafka(clientID string) (topology.Kafka, error) {
 	case k.fetchWait != 0 && (k.fetchWait < time.Millisecond || k.fetchWait > time.Second):
 		return topology.Kafka{}, badFlag("fetch-wait", "%v; want 0 or 1ms to 1s", k.fetchWait)
 	}
+	sec, err := k.security.security()
+	if err != nil {
+		return topology.Kafka{}, err
+	}
 	return topology.Kafka{Brokers: brokers, ClientID: clientID, Partitions: k.partitions, Replication: k.replication,
-		FlushFrequency: k.flush, FetchWait: k.fetchWait, DialTimeout: k.timeout}, nil
+		FlushFrequency: k.flush, FetchWait: k.fetchWait, DialTimeout: k.timeout, Security: sec}, nil
 }
 
 func (k *kafkaFlags) logger() (*slog.Logger, error) {

@@ -130,6 +130,9 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if r.brokers == "" {
+		if r.security.set() {
+			return badFlag("brokers", "required with TLS or SASL flags (the embedded broker speaks plaintext)")
+		}
 		if err := checkHostPort(*embeddedAddr); err != nil {
 			return badFlag("embedded-addr", "%q is not host:port (%v)", *embeddedAddr, err)
 		}
@@ -167,17 +170,23 @@ func cmdDialer(ctx context.Context, args []string, _ io.Writer) error {
 }
 
 func runRole(ctx context.Context, name string, args []string, roles app.Roles) error {
-	fs := newFlagSet(name, fmt.Sprintf("Runs the %s role against --brokers. Start several instances, each with its own\n--data-dir, to share the partitions.", name))
-	var r roleFlags
-	r.register(fs, defaultBrokers, "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := r.config("ivrsched-" + name)
+	cfg, err := roleConfig(name, args, roles)
 	if err != nil {
 		return err
 	}
 	return app.Run(ctx, cfg, roles, nil)
+}
+
+// roleConfig parses the flags of the command that runs roles (scheduler,
+// dialer): what runRole runs, and what the deploy manifest's test checks.
+func roleConfig(name string, args []string, roles app.Roles) (app.Config, error) {
+	fs := newFlagSet(name, fmt.Sprintf("Runs the %s role against --brokers. Start several instances, each with its own\n--data-dir, to share the partitions.", name))
+	var r roleFlags
+	r.register(fs, defaultBrokers, "")
+	if err := parse(fs, args); err != nil {
+		return app.Config{}, err
+	}
+	return r.config("ivrsched-" + name)
 }
 
 func (r *roleFlags) dialProvider() (dialer.Provider, error) {

@@ -96,11 +96,15 @@ type Running struct {
 	Scheduler *scheduler.Scheduler
 	Dialer    *dialer.Dialer
 	ready     chan struct{}
+	roles     []*role
 }
 
 // Ready is closed once every role's processor has recovered its table and
 // runs, the first time.
 func (r *Running) Ready() <-chan struct{} { return r.ready }
+
+// Readiness is whether every role is ready now (what /readyz answers).
+func (r *Running) Readiness() Readiness { return readiness(r.roles) }
 
 // Run creates the topics and runs the selected roles until ctx ends. A role
 // whose processor fails (a lost broker, say) is rebuilt and restarted with
@@ -153,6 +157,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		all = append(all, newRole("scheduler", string(cfg.Topics.SchedulerTable()), log, cfg.Clock, func(extra ...goka.ProcessorOption) (*goka.Processor, error) {
 			return s.Processor(cfg.Kafka.Brokers, append(withStores(opts, stores, cfg.Kafka), extra...)...)
 		}).supervised(cfg.Kafka, cfg.Topics.Scheduler))
+		all[len(all)-1].indexed = indexBuilt(s)
 		g.Go(func() error { return s.Punctuator().Run(ctx) })
 		g.Go(func() error {
 			<-ctx.Done()
@@ -177,6 +182,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			return d.Processor(cfg.Kafka.Brokers, append(withStores(opts, stores, cfg.Kafka), extra...)...)
 		}).supervised(cfg.Kafka, cfg.Topics.Dialer))
 	}
+	run.roles = all
 	for _, r := range all {
 		first, err := r.build()
 		if err != nil {
@@ -201,6 +207,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		return nil
 	})
 	if cfg.HTTP != "" {
+		mountHealth(router, all)
 		router.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		router.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		router.HandleFunc("/debug/pprof/symbol", pprof.Symbol)

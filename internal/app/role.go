@@ -32,6 +32,13 @@ type role struct {
 	cur       atomic.Pointer[goka.Processor]
 	ready     chan struct{} // closed when the first processor is ready
 	readyOnce sync.Once
+	// restarting is set from a processor's failure until its successor
+	// is ready (readiness, /readyz).
+	restarting atomic.Bool
+	// indexed, if set, reports whether an owned partition is ready beyond
+	// its restored table: the scheduler's due index. Called from any
+	// goroutine.
+	indexed func(part int32) bool
 }
 
 const (
@@ -109,6 +116,7 @@ func (r *role) supervise(ctx context.Context, p *goka.Processor) error {
 				err = errors.New("processor stopped on its own")
 			}
 		}
+		r.restarting.Store(true)
 		r.log.Error("processor failed; restarting", "err", err, "backoff", backoff)
 		brokersDown, err := r.pause(ctx, backoff)
 		if err != nil {
@@ -192,6 +200,7 @@ func (r *role) watch(ctx context.Context, p *goka.Processor) {
 			return
 		case <-ready:
 			r.log.Info("processor running", "partitions", len(p.Stats().Group))
+			r.restarting.Store(false)
 			r.readyOnce.Do(func() { close(r.ready) })
 			return
 		case <-t.C:

@@ -95,6 +95,8 @@ type Broker struct {
 	addr    string
 	jvmArgs []string
 	timeout time.Duration
+	// listeners are the extra listeners' addresses by name (WithListener).
+	listeners map[string]string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -105,9 +107,11 @@ type Broker struct {
 type Option func(*config)
 
 type config struct {
-	props   map[string]string // over defaultProperties
-	jvmArgs []string
-	timeout time.Duration
+	props      map[string]string // over defaultProperties
+	jvmArgs    []string
+	timeout    time.Duration
+	listeners  []listener // WithListener
+	formatArgs []string   // WithFormatArgs
 }
 
 // WithProperty sets a server.properties entry, overriding the default (for
@@ -202,7 +206,10 @@ func startNodes(ctx context.Context, n int, opts []Option) ([]*Broker, error) {
 	for i, b := range nodes {
 		props := defaultProperties(b.id, b.addr, ports[2*i+1], strings.Join(voters, ","), b.DataDir(), n)
 		maps.Copy(props, cfg.props)
-		wg.Go(func() { errs[i] = b.setUp(ctx, props, cfg.jvmArgs, clusterID) })
+		if err := b.addListeners(props, cfg.listeners); err != nil {
+			return fail(err)
+		}
+		wg.Go(func() { errs[i] = b.setUp(ctx, props, cfg.jvmArgs, cfg.formatArgs, clusterID) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -224,7 +231,7 @@ func startNodes(ctx context.Context, n int, opts []Option) ([]*Broker, error) {
 }
 
 // setUp writes the configuration and formats the storage.
-func (b *Broker) setUp(ctx context.Context, props map[string]string, jvmArgs []string, clusterID string) error {
+func (b *Broker) setUp(ctx context.Context, props map[string]string, jvmArgs, formatArgs []string, clusterID string) error {
 	b.jvmArgs = append(slices.Clone(defaultJVMArgs),
 		"-Dlog4j2.configurationFile="+filepath.Join(b.dir, "log4j2.properties"))
 	b.jvmArgs = append(b.jvmArgs, jvmArgs...)
@@ -242,9 +249,9 @@ func (b *Broker) setUp(ctx context.Context, props map[string]string, jvmArgs []s
 	defer logFile.Close()
 	// controller.quorum.voters names the quorum, so format needs no
 	// --standalone or --initial-controllers.
-	cmd := b.javaCommand(ctx, mainStorageTool, "format",
+	cmd := b.javaCommand(ctx, mainStorageTool, slices.Concat([]string{"format",
 		"--config", b.propertiesPath(),
-		"--cluster-id", clusterID)
+		"--cluster-id", clusterID}, formatArgs)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kafkatest: %s format: %w\n%s", mainStorageTool, err, b.logTail())
