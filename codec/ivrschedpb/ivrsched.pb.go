@@ -2077,7 +2077,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x10OUTCOME_ANSWERED\x10\x02\x12\x15\n" +
 	"\x11OUTCOME_NO_ANSWER\x10\x03\x12\x10\n" +
 	"\fOUTCOME_BUSY\x10\x04\x12\x12\n" +
-	"\x0eOUTCOME_FAILED\x10\x05B:Z8github.com/ivrsched/ivrsched/codec/ivrschedpb;ivrschedpbb\x06proto3"
+	"\x0eOUTCOME_FAILED\x10\x05Bc\n" +
+	"\x16com.github.ivrsched.v1B\rIvrschedProtoP\x01Z8github.com/ivrsched/ivrsched/codec/ivrschedpb;ivrschedpbb\x06proto3"
 
 var (
 	file_ivrsched_proto_rawDescOnce sync.Once
