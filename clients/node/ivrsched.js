@@ -1,6 +1,6 @@
 'use strict'
-// Shared helpers of the ivrsched Node.js client: the wire contract loaded at
-// run time from codec/ivrsched.proto, Timestamp and Duration conversions, the
+// Shared helpers of the ivrsched Node.js client: the wire contract (generated
+// from codec/ivrsched.proto), Timestamp and Duration conversions, the
 // JSON rendering of decoded messages, command-line flags and a quiet kafkajs.
 
 // kafkajs 2.x warns once that its default partitioner changed in 2.0 (to the
@@ -10,25 +10,47 @@ if (process.env.KAFKAJS_NO_PARTITIONER_WARNING == null) {
   process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
 }
 
+const fs = require('fs')
 const path = require('path')
 const protobuf = require('protobufjs')
 const { Kafka, logLevel } = require('kafkajs')
 
-// The .proto of the repository; IVRSCHED_PROTO overrides it (for a copy of
-// this client outside the repository).
-const PROTO = process.env.IVRSCHED_PROTO || path.join(__dirname, '..', '..', 'codec', 'ivrsched.proto')
+// The message definitions, generated from codec/ivrsched.proto by
+// scripts/generate.js (npm ci and npm test run it).
+const DEFINITIONS = path.join(__dirname, 'generated', 'ivrsched.json')
 
 let root
 // types returns the message types of ivrsched.v1, with proto field names
-// (keepCase: user_id, not userId). google/protobuf/timestamp.proto and
-// duration.proto come from protobufjs's bundled well-known types.
+// (user_id, not userId).
 function types () {
   if (!root) {
-    root = new protobuf.Root().loadSync(PROTO, { keepCase: true })
+    let json
+    try {
+      json = JSON.parse(fs.readFileSync(DEFINITIONS, 'utf8'))
+    } catch (err) {
+      throw new Error(`${DEFINITIONS}: ${err.message} (npm run generate writes it from codec/ivrsched.proto; npm ci runs it)`)
+    }
+    root = protobuf.Root.fromJSON(json)
     root.resolveAll()
   }
   const t = name => root.lookupType('ivrsched.v1.' + name)
   return { Command: t('Command'), IVRCall: t('IVRCall'), CallResult: t('CallResult'), ScheduleEvent: t('ScheduleEvent') }
+}
+
+// E164 is a phone number as the scheduler accepts it: +, then 2 to 15 digits.
+const E164 = /^\+[1-9][0-9]{1,14}$/
+
+// validZone reports whether tz is an IANA time zone (by the platform's
+// database, which Node.js and the scheduler's Go take from IANA). Offsets
+// like +02:00, which newer Node.js versions take as zones, are not.
+function validZone (tz) {
+  if (typeof tz !== 'string' || /^[+-]/.test(tz)) return false
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz }) // eslint-disable-line no-new
+    return true
+  } catch (e) {
+    return false
+  }
 }
 
 // A Timestamp is seconds since the Unix epoch (int64) plus nanos (0..999999999).
@@ -222,6 +244,8 @@ function main (name, body) {
 
 module.exports = {
   types,
+  E164,
+  validZone,
   timestampFromISO,
   timestampFromMillis,
   isoFromTimestamp,

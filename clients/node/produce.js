@@ -5,7 +5,7 @@
 // user id, with kafkajs's default partitioner, and prints where it went.
 
 const {
-  types, timestampFromISO, timestampFromMillis, durationFromMillis,
+  types, timestampFromISO, timestampFromMillis, durationFromMillis, E164, validZone,
   UsageError, badFlag, parseFlags, brokerList, nonNegativeInt, kafka, connect, main
 } = require('./ivrsched')
 
@@ -49,17 +49,6 @@ const FLAGS = {
   payload: 'string',
   'client-id': 'string',
   help: 'boolean'
-}
-
-const E164 = /^\+[1-9][0-9]{1,14}$/
-
-function validZone (tz) {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz }) // eslint-disable-line no-new
-    return true
-  } catch (e) {
-    return false
-  }
 }
 
 // command builds the Command from the flags, checked as the scheduler would.

@@ -1,0 +1,56 @@
+'use strict'
+// clients/node is a package a Node.js service can depend on: npm pack ships
+// the library, its declarations and the generated definitions (and nothing
+// of the tests); a project that installs the tarball can require it, and
+// TypeScript checks a service written against it (test/types/usage.ts).
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { execFileSync } = require('child_process')
+const fs = require('fs')
+const os = require('os')
+const path = require('path')
+
+const PKG = path.join(__dirname, '..')
+
+function run (cmd, args, cwd) {
+  try {
+    return execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 180000 })
+  } catch (err) {
+    throw new Error(`${cmd} ${args.join(' ')} in ${cwd}: ${err.message}\n${err.stdout}\n${err.stderr}`)
+  }
+}
+
+test('the packed package installs, loads and type-checks', async t => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ivrsched-client-pack-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+  const [packed] = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', dir], PKG).replace(/^[^[]*/, ''))
+  const files = packed.files.map(f => f.path).sort()
+  assert.deepEqual(files, [
+    'README.md', 'consume-calls.js', 'generated/ivrsched.d.ts', 'generated/ivrsched.json', 'index.d.ts', 'index.js',
+    'ivrsched.js', 'package.json', 'produce.js'
+  ])
+
+  const app = path.join(dir, 'app')
+  fs.mkdirSync(app)
+  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({
+    name: 'app', private: true, dependencies: { 'ivrsched-client': `file:../${packed.filename}` }
+  }))
+  // The dependencies are in npm's cache from npm ci.
+  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts'], app)
+
+  const out = run('node', ['-e', `
+    const c = require('ivrsched-client')
+    const wire = c.encode('Command', new c.Commands().forget('u1'))
+    console.log(c.decode('Command', wire).command, typeof c.FollowUps.connect, c.Topic.CALLS.name)
+  `], app)
+  assert.equal(out.trim(), 'forget function ivr-calls')
+
+  fs.copyFileSync(path.join(__dirname, 'types', 'usage.ts'), path.join(app, 'usage.ts'))
+  fs.writeFileSync(path.join(app, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: { strict: true, noEmit: true, module: 'node16', moduleResolution: 'node16', target: 'es2022', types: ['node'] },
+    files: ['usage.ts']
+  }))
+  run('node', [path.join(PKG, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app], app)
+})
