@@ -40,7 +40,7 @@ class UserController {
   ResponseEntity<Void> onboard(@RequestBody NewUser user) throws Exception {
     Command welcome = commands.onboard(user.id(), user.phone(), user.timeZone(),
         Commands.after("welcome-call", Duration.ofSeconds(user.callAfterSeconds())));
-    send(welcome);
+    kafka.send(onboarding, user.id(), welcome).get(10, TimeUnit.SECONDS); // acknowledged by Kafka
     return ResponseEntity.accepted().build();
   }
   // README: spring controller end
