@@ -14,7 +14,7 @@ BENCH_QUICK := -systems ivrsched-kafka,ivrsched-embedded,asynq-default,asynq-100
 	-n 10000 -crash 2000 -lead 5s -window 8s -crash-wait 60s
 BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000
 
-.PHONY: run test unit vet build proto clean fuzz fuzz-short bench bench-full bench-test redis-server
+.PHONY: run test test-clients unit vet build proto clean fuzz fuzz-short bench bench-full bench-test redis-server
 
 ## run: the whole product on an embedded broker, with sample onboarding events
 run:
@@ -27,6 +27,12 @@ test: vet
 	$(GO) test -race -count=1 -timeout 20m -v ./systemtest/
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./harness/
 	$(MAKE) --no-print-directory fuzz-short
+
+## test-clients: the Java (Maven, with the Spring Boot example) and Node.js
+## clients' tests and the Go/Java/Node.js contract check, against Apache Kafka
+## and a live ivrsched (part of test, through ./systemtest/)
+test-clients:
+	$(GO) test -race -count=1 -timeout 20m -v -run 'TestClients$$|TestClientSnippetsInReadme|TestCrossClientKafkaJS' ./systemtest/
 
 ## unit: the fast tests only (no Apache Kafka)
 unit:
