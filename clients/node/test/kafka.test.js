@@ -82,17 +82,25 @@ test('a follow-up due in an hour, rescheduled to a second from now, fires then',
   assert.ok(toDate(call.fired_at) >= toDate(call.due_at), 'fired early')
 })
 
-test('forget() produces a Forget keyed by the user, on the user\'s partition', async t => {
+test('forget() sends a Forget keyed by the user, on the user\'s partition; the scheduler erases the user', async t => {
   if (!kafkaEnv(t)) return
   const user = unique('node-forget')
+  await followUps.onboard(user, '+14155550114', 'Europe/London', FollowUps.after('later', 3600 * 1000))
   const before = Date.now()
   const sent = await followUps.forget(user)
-  const r = await onboarding.await(`forget of ${user}`, c => c.user_id === user)
+  const r = await onboarding.await(`forget of ${user}`, c => c.user_id === user && c.command === 'forget')
   assert.equal(r.key, user)
   assert.equal(r.partition, sent.partition)
   assert.equal(r.offset, sent.offset)
-  assert.equal(r.value.command, 'forget')
   assert.ok(toDate(r.value.requested_at).getTime() >= before - 1000, 'requested_at is the send time')
+
+  const { value: forgotten } = await events.await(`event for ${user}`, e => e.user_id === user)
+  assert.equal(forgotten.kind, 'KIND_FORGOTTEN')
+  assert.equal(forgotten.detail, 'erased')
+  // The pending follow-up went with the user.
+  await followUps.cancel(user, 'later')
+  const { value: unknown } = await events.await(`second event for ${user}`, e => e.user_id === user && e.kind !== 'KIND_FORGOTTEN')
+  assert.equal(unknown.kind, 'KIND_UNKNOWN_TASK')
 })
 
 test('a record that does not decode comes with its error, and the loop goes on', async t => {

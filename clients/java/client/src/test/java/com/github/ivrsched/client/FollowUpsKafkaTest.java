@@ -125,18 +125,29 @@ class FollowUpsKafkaTest {
     assertFalse(Commands.instant(call.getFiredAt()).isBefore(due), "fired early");
   }
 
-  /** forget() produces a Forget keyed by the user, on the user's partition. */
+  /**
+   * forget() sends a Forget keyed by the user, on the user's partition; the
+   * scheduler erases the user (KIND_FORGOTTEN), so a cancel of the pending
+   * follow-up then finds nothing.
+   */
   @Test
-  void forgetIsProduced() throws Exception {
+  void forgetErasesTheUser() throws Exception {
     String user = KafkaEnv.unique("java-forget");
+    followUps.onboard(user, "+14155550104", "Europe/London", Commands.after("later", Duration.ofHours(1)));
     Instant before = Instant.now();
     RecordMetadata md = followUps.forget(user).get(30, TimeUnit.SECONDS);
 
-    ConsumerRecord<String, Command> r = onboarding.await("forget of " + user, c -> c.getUserId().equals(user), WITHIN);
+    ConsumerRecord<String, Command> r = onboarding.await("forget of " + user, c -> c.getUserId().equals(user) && c.hasForget(), WITHIN);
     assertEquals(user, r.key());
     assertEquals(md.partition(), r.partition());
     assertEquals(md.offset(), r.offset());
-    assertEquals(Command.CommandCase.FORGET, r.value().getCommandCase());
     assertFalse(Commands.instant(r.value().getRequestedAt()).isBefore(before.minusSeconds(1)), "requested_at is the send time");
+
+    ScheduleEvent forgotten = events.await("event for " + user, e -> e.getUserId().equals(user), WITHIN).value();
+    assertEquals(ScheduleEvent.Kind.KIND_FORGOTTEN, forgotten.getKind());
+    assertEquals("erased", forgotten.getDetail());
+    followUps.cancel(user, "later").get(30, TimeUnit.SECONDS);
+    ScheduleEvent unknown = events.await("second event for " + user, e -> e.getUserId().equals(user) && e.getKind() != ScheduleEvent.Kind.KIND_FORGOTTEN, WITHIN).value();
+    assertEquals(ScheduleEvent.Kind.KIND_UNKNOWN_TASK, unknown.getKind());
   }
 }

@@ -32,7 +32,8 @@ import org.springframework.context.annotation.Primary;
  * The service against Kafka and a running ivrsched (KAFKA_BROKERS and
  * IVRSCHED_TOPIC_PREFIX, set by the Go system test systemtest/clients_test.go;
  * skipped without them, failed under CI=true): POST /users, and the call
- * fires in the service's listener; a cancel after it is reported too late.
+ * fires in the service's listener; a cancel after it is reported too late,
+ * and DELETE /users/{id} erases the user.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {"spring.kafka.consumer.group-id=onboarding-service-test-${random.uuid}",
@@ -106,6 +107,11 @@ class OnboardingApplicationTest {
     ScheduleEvent late = await(recording.events, e -> e.getUserId().equals(user), "report for " + user);
     assertEquals(ScheduleEvent.Kind.KIND_TOO_LATE, late.getKind());
     assertEquals(call.getCallId(), late.getCallId());
+
+    HttpResponse<String> forgotten = delete("/users/" + user);
+    assertEquals(202, forgotten.statusCode(), forgotten.body());
+    ScheduleEvent erased = await(recording.events, e -> e.getUserId().equals(user), "second report for " + user);
+    assertEquals(ScheduleEvent.Kind.KIND_FORGOTTEN, erased.getKind());
   }
 
   @Test
