@@ -197,9 +197,17 @@ function toDate (ts) {
   return new Date(Number(ts.seconds || 0) * 1000 + Math.floor((ts.nanos || 0) / 1e6))
 }
 
+// kafkaOf returns options.kafka, or a kafkajs client of options.brokers
+// ('host:port,...' or ['host:port', ...]) that logs errors only, to stderr.
 function kafkaOf ({ kafka, brokers, clientId }) {
   if (kafka) return kafka
-  return quietKafka(brokerList(Array.isArray(brokers) ? brokers.join(',') : brokers || ''), clientId)
+  const list = Array.isArray(brokers) ? brokers.join(',') : brokers
+  if (!list) throw new TypeError('options.brokers (["host:port", ...]) or options.kafka (a kafkajs Kafka) is required')
+  try {
+    return quietKafka(brokerList(list), clientId)
+  } catch (err) {
+    throw new TypeError(`options.brokers: ${quote(list)} is not host:port[,host:port...]`)
+  }
 }
 
 // FollowUps sends commands to ivrsched, one record each on the onboarding

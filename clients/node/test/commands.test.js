@@ -76,3 +76,8 @@ test('topics take ivrsched\'s prefix', () => {
   assert.equal(String(Topic.RESULTS), 'ivr-results')
   assert.equal(Topic.RESULTS.type, 'CallResult')
 })
+
+test('connecting without brokers says so', async () => {
+  await assert.rejects(FollowUps.connect({}), { name: 'TypeError', message: 'options.brokers (["host:port", ...]) or options.kafka (a kafkajs Kafka) is required' })
+  await assert.rejects(FollowUps.connect({ brokers: 'localhost' }), { message: 'options.brokers: "localhost" is not host:port[,host:port...]' })
+})
