@@ -130,9 +130,18 @@ func TestCrash(t *testing.T) {
 			n, _ := strconv.Atoi(string(m[1]))
 			restored += n
 		}
-		t.Logf("%s: %d kills, %d partition stores reused, %d changelog records restored in all", p.name, kills[p.name], reused, restored)
-		if reused < kills[p.name]*parts {
-			t.Errorf("%s: %d partition stores reused after %d kills of %d partitions, want every one", p.name, reused, kills[p.name], parts)
+		// A store is wiped only when it cannot be trusted: none may be
+		// after a kill -9. (A process killed again before it reopened its
+		// stores reuses fewer than its partitions at that restart, which a
+		// loaded machine makes likely; that loses nothing.)
+		var wiped int
+		for _, why := range []string{"local store corrupt", "holds no changelog offset", "local offset unreadable", "too long ago"} {
+			wiped += bytes.Count(b, []byte(why))
+		}
+		t.Logf("%s: %d kills, %d partition stores reused, %d wiped, %d changelog records restored in all", p.name, kills[p.name], reused, wiped, restored)
+		if wiped > 0 || (kills[p.name] > 0 && reused < parts) {
+			t.Errorf("%s: %d partition stores reused and %d wiped after %d kills of %d partitions, want none wiped and at least one restart reusing every store",
+				p.name, reused, wiped, kills[p.name], parts)
 		}
 	}
 	r.check(t)
