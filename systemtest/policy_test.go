@@ -114,7 +114,7 @@ func TestCallingWindows(t *testing.T) {
 	if err := em.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	if deferred < 300 || deferred > 700 {
+	if deferred < 100 || deferred > 900 {
 		t.Fatalf("%d of 1000 in a closed minute: the plan does not test deferral", deferred)
 	}
 
