@@ -277,6 +277,9 @@ func (x *Index) AddRetention(user string, lastActive int64) {
 // unpark drops the parked follow-ups of key and reports whether that
 // unblocked the index. Called with x.mu held.
 func (x *Index) unpark(key string) bool {
+	if len(x.parkedBy) == 0 { // nearly always: nothing is parked
+		return false
+	}
 	ps, ok := x.parkedBy[key]
 	if !ok {
 		return false
