@@ -564,7 +564,8 @@ type FollowUp_Delay struct {
 }
 
 type FollowUp_DueAt struct {
-	// An absolute due time. A past due time fires at once.
+	// An absolute due time. A past due time fires at once (when the calling
+	// policy allows a call then; else at the next time it allows).
 	DueAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_at,json=dueAt,proto3,oneof"`
 }
 
