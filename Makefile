@@ -18,7 +18,7 @@ BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-
 
 ## run: the whole product on an embedded broker, with sample onboarding events
 run:
-	$(GO) run ./cmd/ivrsched run --demo
+	$(GO) run ./cmd/ivrsched run --demo --default-policy none
 
 ## test: vet, then every test (unit, end-to-end on the embedded broker, and the
 ## real Apache Kafka suite, which fetches and starts Kafka itself)

@@ -35,4 +35,14 @@ const (
 	// command is not applied (a Forget still erases the user), or a due
 	// follow-up of the user cannot be called (see docs/design.md).
 	ReasonUnreadableState Reason = "unreadable_state"
+	// An Onboard whose phone number has no time zone in the numbering plan
+	// (a +800 number) and that gives none: the calling windows cannot be
+	// read, and there is no default zone.
+	ReasonNoTimeZone Reason = "no_time_zone"
+	// A follow-up's repeat that does not parse (every, cron, count, until).
+	ReasonInvalidRepeat Reason = "invalid_repeat"
+	// The calling policy allows no call to the user within 400 days of the
+	// follow-up's due time (windows of the user's zones that never overlap,
+	// or blackouts over all of them).
+	ReasonNoOpening Reason = "no_opening"
 )

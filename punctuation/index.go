@@ -102,18 +102,29 @@ const RetentionTask = ""
 // RetentionTask). The tick takes those that are due (TakeTimers) and wakes
 // their users' callbacks, which decide.
 //
+// A due follow-up the tick may not fire yet (the calling policy changed
+// since it was scheduled, and it must now wait) is parked (Park): taken
+// from the index but not fired, until its user's callback rewrites it.
+// While any follow-up is parked, TakeDue and Next stop before the first
+// parked one, so the mark, which the tick moves to the last follow-up it
+// fired, never passes a parked one. Parking is in memory only: a
+// partition opened again finds the follow-up pending, and the tick parks
+// it again.
+//
 // Index is safe for concurrent use: the partition goroutine writes it, the
 // punctuator reads it.
 type Index struct {
-	mu      sync.Mutex
-	mark    Mark
-	keys    keys
-	probe   Pos                 // what an item with probeRef stands for, while remove looks it up
-	ready   *btree.BTreeG[item] // pending follow-ups after the mark
-	timers  *btree.BTreeG[item] // held follow-ups and retention timers, whatever the mark
-	recent  *btree.BTreeG[Pos]  // fired, in (Checkpoint, Through]; nil once replay is settled
-	changed func()              // told when the earliest due time may have moved earlier
-	retain  int64               // retention in nanoseconds; 0: no retention timers
+	mu       sync.Mutex
+	mark     Mark
+	keys     keys
+	probe    Pos                 // what an item with probeRef stands for, while remove looks it up
+	ready    *btree.BTreeG[item] // pending follow-ups after the mark
+	timers   *btree.BTreeG[item] // held follow-ups and retention timers, whatever the mark
+	recent   *btree.BTreeG[Pos]  // fired, in (Checkpoint, Through]; nil once replay is settled
+	parked   *btree.BTreeG[Pos]  // taken by a tick, not fired: waiting for their users' callbacks
+	parkedBy map[string][]Pos    // the parked follow-ups of each user
+	changed  func()              // told when the earliest due time may have moved earlier
+	retain   int64               // retention in nanoseconds; 0: no retention timers
 }
 
 func posLess(a, b Pos) bool { return a.Less(b) }
@@ -122,7 +133,7 @@ func posLess(a, b Pos) bool { return a.Less(b) }
 // Replayed. changed, if not nil, is called (without the index lock held)
 // when an update makes a follow-up due earlier than any before.
 func NewIndex(changed func()) *Index {
-	x := &Index{recent: btree.NewG(32, posLess), changed: changed}
+	x := &Index{recent: btree.NewG(32, posLess), parked: btree.NewG(8, posLess), parkedBy: make(map[string][]Pos), changed: changed}
 	x.ready = btree.NewG(32, x.itemLess)
 	x.timers = btree.NewG(32, x.itemLess)
 	return x
@@ -196,6 +207,9 @@ func (x *Index) retention(key string, v *Value) Pos {
 // map halves the index's memory; the storage wrapper has it at hand.
 func (x *Index) Update(key string, old, v *Value) {
 	x.mu.Lock()
+	// Any write of the user's value settles its parked follow-ups: the
+	// value now says where they are.
+	notify := x.unpark(key)
 	if old != nil {
 		for _, t := range old.Pending {
 			if t.Held {
@@ -218,7 +232,6 @@ func (x *Index) Update(key string, old, v *Value) {
 	if v != nil && v.Mark != nil {
 		x.setMark(*v.Mark)
 	}
-	notify := false
 	if v != nil {
 		active := false
 		for _, t := range v.Pending {
@@ -261,6 +274,55 @@ func (x *Index) AddRetention(user string, lastActive int64) {
 	}
 }
 
+// unpark drops the parked follow-ups of key and reports whether that
+// unblocked the index. Called with x.mu held.
+func (x *Index) unpark(key string) bool {
+	if len(x.parkedBy) == 0 { // nearly always: nothing is parked
+		return false
+	}
+	ps, ok := x.parkedBy[key]
+	if !ok {
+		return false
+	}
+	delete(x.parkedBy, key)
+	for _, p := range ps {
+		x.parked.Delete(p)
+	}
+	return x.parked.Len() == 0
+}
+
+// Park records that the tick took the due follow-up at p and did not fire
+// it: it waits for its user's callback to write the user's value. Until
+// then TakeDue and Next stop before it.
+func (x *Index) Park(p Pos) {
+	x.mu.Lock()
+	if _, dup := x.parked.ReplaceOrInsert(p); !dup {
+		x.parkedBy[p.User] = append(x.parkedBy[p.User], p)
+	}
+	x.mu.Unlock()
+}
+
+// PutBack returns a follow-up the tick took but did not fire (it comes
+// after a parked one) to the index.
+func (x *Index) PutBack(p Pos) {
+	x.mu.Lock()
+	x.add(x.ready, p)
+	x.mu.Unlock()
+}
+
+// Parked returns a copy of the parked follow-ups, in order, for tests and
+// tools.
+func (x *Index) Parked() []Pos {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]Pos, 0, x.parked.Len())
+	x.parked.Ascend(func(p Pos) bool {
+		out = append(out, p)
+		return true
+	})
+	return out
+}
+
 // setMark moves the mark; follow-ups it passes have fired.
 func (x *Index) setMark(m Mark) {
 	old := x.mark
@@ -292,12 +354,25 @@ func (x *Index) keepRecent(p Pos) {
 }
 
 // TakeDue removes and returns, in firing order, up to max follow-ups due at
-// now (max <= 0: no limit). The caller fires them and then writes a mark at
-// or after the last one.
+// now (max <= 0: no limit), none after a parked one. The caller fires them
+// (or parks them, and puts back the ones after a parked one) and then
+// writes a mark at the last one it fired.
 func (x *Index) TakeDue(now time.Time, max int) []Pos {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.take(x.ready, now, max)
+	first, blocked := x.parked.Min()
+	if !blocked {
+		return x.take(x.ready, now, max)
+	}
+	var out []Pos
+	for max <= 0 || len(out) < max {
+		it, ok := x.ready.Min()
+		if !ok || it.due > now.UnixNano() || x.after(it, first) {
+			break
+		}
+		out = append(out, x.takeMin(x.ready))
+	}
+	return out
 }
 
 // TakeTimers removes and returns, in order, up to max timers (held
@@ -365,12 +440,15 @@ func (x *Index) Replayed(from Pos) (fired []Pos, complete bool) {
 	return fired, !from.Less(x.mark.Checkpoint)
 }
 
-// Next returns the earliest due time of the follow-ups after the mark and
-// the timers.
+// Next returns the earliest due time of the follow-ups after the mark
+// (none after a parked one) and the timers.
 func (x *Index) Next() (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	it, ok := x.ready.Min()
+	if first, blocked := x.parked.Min(); ok && blocked && x.after(it, first) {
+		ok = false // until the parked follow-ups are settled (Update notifies)
+	}
 	if t, tok := x.timers.Min(); tok && (!ok || t.due < it.due) {
 		it, ok = t, true
 	}

@@ -312,6 +312,52 @@ func TestMarkHidesFiredFollowUps(t *testing.T) {
 	}
 }
 
+// A parked follow-up blocks what comes after it: TakeDue and Next stop
+// before it (so the mark, moved to the last fired, cannot pass it), a
+// put-back follow-up waits with the rest, and any write of the parked
+// one's user releases it and tells the punctuator.
+func TestParkedFollowUpBlocksWhatComesAfter(t *testing.T) {
+	n := 0
+	x := NewIndex(func() { n++ })
+	task := func(d time.Duration, id string) Task { return Task{Due: t0.Add(d).UnixNano(), ID: id} }
+	x.Update("a", nil, &Value{Pending: []Task{task(time.Second, "t")}})
+	x.Update("b", nil, &Value{Pending: []Task{task(2*time.Second, "t")}})
+	x.Update("c", nil, &Value{Pending: []Task{task(3*time.Second, "t")}})
+	x.Update("d", nil, &Value{Pending: []Task{task(time.Hour, "t")}})
+	now := t0.Add(5 * time.Second)
+	due := x.TakeDue(now, 0) // a, b, c: the tick fires a, parks b, puts c back
+	if len(due) != 3 {
+		t.Fatalf("due %v", due)
+	}
+	x.Park(due[1])
+	x.PutBack(due[2])
+	if got := x.TakeDue(now, 0); len(got) != 0 {
+		t.Fatalf("offered %v past a parked follow-up", got)
+	}
+	if next, ok := x.Next(); ok {
+		t.Fatalf("next %v while blocked", next)
+	}
+	x.Update("a", nil, &Value{Pending: []Task{task(1500*time.Millisecond, "u")}}) // before the parked one: offered
+	if got := x.TakeDue(now, 0); len(got) != 1 || got[0].User != "a" {
+		t.Fatalf("got %v, want a's new follow-up", got)
+	}
+	n = 0
+	// The user's callback moves b to tomorrow: released, and c comes due.
+	x.Update("b", &Value{Pending: []Task{task(2*time.Second, "t")}}, &Value{Pending: []Task{task(24*time.Hour, "t")}})
+	if n == 0 || len(x.Parked()) != 0 {
+		t.Fatalf("release not told (%d) or still parked %v", n, x.Parked())
+	}
+	if got := x.TakeDue(now, 0); len(got) != 1 || got[0].User != "c" {
+		t.Fatalf("got %v, want c", got)
+	}
+	// A write without the old value (a store read that failed) releases too.
+	x.Park(Pos{Due: t0.Add(time.Hour).UnixNano(), User: "d", Task: "t"})
+	x.Update("d", nil, &Value{})
+	if len(x.Parked()) != 0 {
+		t.Fatalf("parked %v", x.Parked())
+	}
+}
+
 func TestUpdateNotifiesOnlyWhenEarliestMovesEarlier(t *testing.T) {
 	n := 0
 	x := NewIndex(func() { n++ })

@@ -451,8 +451,10 @@ func spread(n, tasksPer int, from time.Time, over time.Duration) map[string]map[
 	return plan
 }
 
-// roleArgs are the flags every ivrsched process of a test shares.
+// roleArgs are the flags every ivrsched process of a test shares. No
+// calling policy applies until a test sets one (policy_test.go), so the
+// tests place calls at any hour of the day.
 func roleArgs(t *testing.T, brokers, pfx string, partitions int, extra ...string) []string {
 	return append([]string{"--brokers", brokers, "--topic-prefix", pfx, "--partitions", fmt.Sprint(partitions),
-		"--data-dir", t.TempDir(), "--log-level", "info"}, extra...)
+		"--data-dir", t.TempDir(), "--log-level", "info", "--default-policy", "none"}, extra...)
 }

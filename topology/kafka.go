@@ -225,6 +225,9 @@ type TopicSpec struct {
 	// (message.timestamp.type=LogAppendTime): the scheduler measures the
 	// times a producer writes in a command against it.
 	BrokerTime bool
+	// Partitions of the topic; 0: Kafka.Partitions (the co-partitioned
+	// topics). The policy topic has one.
+	Partitions int
 }
 
 // Specs lists every topic of the topology.
@@ -241,6 +244,7 @@ func (t Topics) Specs() []TopicSpec {
 		{Name: string(t.DialerTable()), Compact: true},
 		{Name: string(t.SchedulerDLQ), Retain: 30 * day},
 		{Name: string(t.DialerDLQ), Retain: 30 * day},
+		{Name: string(t.Policies), Compact: true, Partitions: 1}, // one key: the calling policy
 	}
 }
 
@@ -313,7 +317,7 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 			return err
 		}
 		if d, ok := existing[s.Name]; ok {
-			if err := checkTopic(admin, s, d, k.Partitions); err != nil {
+			if err := checkTopic(admin, s, d, s.partitions(k)); err != nil {
 				return err
 			}
 			continue
@@ -332,7 +336,7 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 			set("message.timestamp.type", "LogAppendTime")
 		}
 		err := admin.CreateTopic(s.Name, &sarama.TopicDetail{
-			NumPartitions:     int32(k.Partitions),
+			NumPartitions:     int32(s.partitions(k)),
 			ReplicationFactor: int16(k.Replication),
 			ConfigEntries:     cfg,
 		}, false)
@@ -393,6 +397,13 @@ func unknownTopics(client sarama.Client, names []string) ([]string, error) {
 		return nil, fmt.Errorf("no broker answered: %w", errors.Join(errs...))
 	}
 	return slices.Sorted(maps.Keys(unknown)), nil
+}
+
+func (s TopicSpec) partitions(k Kafka) int {
+	if s.Partitions > 0 {
+		return s.Partitions
+	}
+	return k.Partitions
 }
 
 func checkTopic(admin sarama.ClusterAdmin, s TopicSpec, d sarama.TopicDetail, partitions int) error {

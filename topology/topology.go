@@ -22,6 +22,11 @@ type Topics struct {
 	SchedulerDLQ goka.Stream // DeadLetter: records the scheduler rejected
 	DialerDLQ    goka.Stream // DeadLetter: records the dialer rejected
 
+	// Policies holds the calling policy (compacted, one partition, key
+	// policy.Key; the value is its canonical JSON encoding), read by every
+	// scheduler instance through a Goka view.
+	Policies goka.Table
+
 	Scheduler goka.Group
 	Dialer    goka.Group
 }
@@ -36,6 +41,7 @@ func NewTopics(prefix string) Topics {
 		Events:       goka.Stream(prefix + "followup-events"),
 		SchedulerDLQ: goka.Stream(prefix + "scheduler-dlq"),
 		DialerDLQ:    goka.Stream(prefix + "dialer-dlq"),
+		Policies:     goka.Table(prefix + "ivr-policies"),
 		Scheduler:    goka.Group(prefix + "ivr-scheduler"),
 		Dialer:       goka.Group(prefix + "ivr-dialer"),
 	}

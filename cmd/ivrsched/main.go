@@ -8,6 +8,7 @@
 //	ivrsched reschedule   move a follow-up to a new due time
 //	ivrsched forget       erase a user (cancel everything, delete their values)
 //	ivrsched calls        print ivr-calls as JSON lines
+//	ivrsched policy       set or show the calling policy (policy set -f FILE, policy show)
 //
 // Run "ivrsched <command> --help" for the flags of each.
 package main
@@ -37,6 +38,7 @@ var commands = []command{
 	{"reschedule", "move a pending follow-up to a new due time", cmdReschedule},
 	{"forget", "erase a user: cancel everything and delete their values from the tables", cmdForget},
 	{"calls", "print the calls on ivr-calls as JSON lines", cmdCalls},
+	{"policy", "set (policy set -f FILE) or show (policy show) the calling policy of every scheduler", cmdPolicy},
 }
 
 func usage(w io.Writer) {
@@ -79,6 +81,6 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls)\n", args[0])
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy)\n", args[0])
 	return 2
 }

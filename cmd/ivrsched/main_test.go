@@ -117,7 +117,7 @@ func TestRunOnboardCallsQuery(t *testing.T) {
 	var runOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- realMain(ctx, []string{"run", "--embedded-addr", broker, "--http", web, "--data-dir", t.TempDir(), "--log-level", "warn"}, &runOut, io.Discard)
+		done <- realMain(ctx, []string{"run", "--embedded-addr", broker, "--http", web, "--data-dir", t.TempDir(), "--log-level", "warn", "--default-policy", "none"}, &runOut, io.Discard)
 	}()
 	common := []string{"--brokers", broker}
 	// The web UI line is printed once the processors are assembled.

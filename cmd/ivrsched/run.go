@@ -20,6 +20,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/app"
+	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
 )
@@ -39,6 +40,7 @@ type roleFlags struct {
 	limits        limitFlags
 	tickGap       time.Duration
 	retain        time.Duration
+	defaultPolicy string
 }
 
 func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault string) {
@@ -54,6 +56,7 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.StringVar(&r.webhookURL, "webhook-url", "", "endpoint of the webhook provider")
 	r.limits.register(fs)
 	fs.DurationVar(&r.retain, "retain", 30*24*time.Hour, "remove a user with nothing pending once its last call and last command are this old (a tombstone, reported as expired on followup-events; the dialer forgets the user too); 0 keeps every user")
+	fs.StringVar(&r.defaultPolicy, "default-policy", "window", "the calling policy while none is set (ivrsched policy set): window (08:00-21:00 in the user's local time, every day) or none (every call at its due time)")
 	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
 }
 
@@ -97,18 +100,27 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 	if err != nil {
 		return app.Config{}, err
 	}
+	var def *policy.Policy
+	switch r.defaultPolicy {
+	case "window":
+		def = policy.Default()
+	case "none":
+	default:
+		return app.Config{}, badFlag("default-policy", "%q; want window or none", r.defaultPolicy)
+	}
 	return app.Config{
-		Provider:    prov,
-		Limits:      lim,
-		TickGap:     r.tickGap,
-		Retain:      r.retain,
-		Kafka:       k,
-		Topics:      r.topics(),
-		DataDir:     r.dataDir,
-		HTTP:        r.http,
-		Default:     scheduler.DefaultFollowUp{Delay: r.defaultDelay, Action: &pb.Action{IvrScript: r.defaultScript}},
-		CallTimeout: r.callTimeout,
-		Logger:      log,
+		DefaultPolicy: def,
+		Provider:      prov,
+		Limits:        lim,
+		TickGap:       r.tickGap,
+		Retain:        r.retain,
+		Kafka:         k,
+		Topics:        r.topics(),
+		DataDir:       r.dataDir,
+		HTTP:          r.http,
+		Default:       scheduler.DefaultFollowUp{Delay: r.defaultDelay, Action: &pb.Action{IvrScript: r.defaultScript}},
+		CallTimeout:   r.callTimeout,
+		Logger:        log,
 	}, nil
 }
 

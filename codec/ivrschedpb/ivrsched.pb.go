@@ -92,8 +92,18 @@ type Wake_Kind int32
 
 const (
 	Wake_KIND_UNSPECIFIED Wake_Kind = 0
-	Wake_KIND_HELD_DUE    Wake_Kind = 1
-	Wake_KIND_RETENTION   Wake_Kind = 2
+	// A held follow-up is due.
+	Wake_KIND_HELD_DUE Wake_Kind = 1
+	// The user may have been idle for longer than the retention.
+	Wake_KIND_RETENTION Wake_Kind = 2
+	// A due follow-up computed under an older calling policy must wait
+	// under the current one: the tick did not fire it (and the fired mark
+	// stays before it); the callback moves it to its new effective time,
+	// counted from `at`, and reports KIND_DEFERRED.
+	Wake_KIND_POLICY Wake_Kind = 3
+	// A recurring follow-up fired: the callback records it and schedules
+	// the next occurrence.
+	Wake_KIND_RECUR Wake_Kind = 4
 )
 
 // Enum value maps for Wake_Kind.
@@ -102,11 +112,15 @@ var (
 		0: "KIND_UNSPECIFIED",
 		1: "KIND_HELD_DUE",
 		2: "KIND_RETENTION",
+		3: "KIND_POLICY",
+		4: "KIND_RECUR",
 	}
 	Wake_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
 		"KIND_HELD_DUE":    1,
 		"KIND_RETENTION":   2,
+		"KIND_POLICY":      3,
+		"KIND_RECUR":       4,
 	}
 )
 
@@ -134,14 +148,18 @@ func (x Wake_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Wake_Kind.Descriptor instead.
 func (Wake_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{13, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{14, 0}
 }
 
 type ScheduleEvent_Kind int32
 
 const (
 	ScheduleEvent_KIND_UNSPECIFIED ScheduleEvent_Kind = 0
-	ScheduleEvent_KIND_CANCELLED   ScheduleEvent_Kind = 1
+	// A pending follow-up was cancelled; due_at is when it was due. A
+	// cancel of all follow-ups reports each.
+	ScheduleEvent_KIND_CANCELLED ScheduleEvent_Kind = 1
+	// A pending follow-up was moved; due_at is its new due time (before
+	// the calling policy, which reports KIND_DEFERRED when it moves it).
 	ScheduleEvent_KIND_RESCHEDULED ScheduleEvent_Kind = 2
 	// The follow-up had already fired when the command was processed.
 	ScheduleEvent_KIND_TOO_LATE ScheduleEvent_Kind = 3
@@ -152,6 +170,12 @@ const (
 	// The user had nothing pending and no call for longer than the
 	// scheduler's retention, and was removed from the tables; task_id is empty.
 	ScheduleEvent_KIND_EXPIRED ScheduleEvent_Kind = 6
+	// The calling policy moved the follow-up: requested_at is the time
+	// asked for, due_at the effective time it fires at, reason why
+	// ("window", "blackout" with the blackout's name in blackout, "cap").
+	// Reported when a command schedules it, and again when a policy change
+	// moves it while pending.
+	ScheduleEvent_KIND_DEFERRED ScheduleEvent_Kind = 7
 )
 
 // Enum value maps for ScheduleEvent_Kind.
@@ -164,6 +188,7 @@ var (
 		4: "KIND_UNKNOWN_TASK",
 		5: "KIND_FORGOTTEN",
 		6: "KIND_EXPIRED",
+		7: "KIND_DEFERRED",
 	}
 	ScheduleEvent_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED":  0,
@@ -173,6 +198,7 @@ var (
 		"KIND_UNKNOWN_TASK": 4,
 		"KIND_FORGOTTEN":    5,
 		"KIND_EXPIRED":      6,
+		"KIND_DEFERRED":     7,
 	}
 )
 
@@ -200,7 +226,7 @@ func (x ScheduleEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScheduleEvent_Kind.Descriptor instead.
 func (ScheduleEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{16, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{17, 0}
 }
 
 // Command is the scheduler's input on the `onboarding` topic. The Kafka key is
@@ -348,9 +374,16 @@ func (*Command_Forget) isCommand_Command() {}
 // Next ID: 5
 type Onboard struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Phone number in E.164 form, e.g. +14155550123.
+	// Phone number in E.164 form, e.g. +14155550123, valid in the numbering
+	// plan (libphonenumber's data); an invalid one is dead-lettered as
+	// invalid_phone with the reason.
 	Phone string `protobuf:"bytes,1,opt,name=phone,proto3" json:"phone,omitempty"`
-	// IANA time zone of the user, e.g. Europe/Berlin. Empty: UTC.
+	// IANA time zone of the user, e.g. Europe/Berlin: the calling policy's
+	// windows are read in it. Empty: the zones the numbering plan gives the
+	// phone number (several for a number whose prefix spans zones; then the
+	// windows open in all of them). A number without any zone (a +800 number)
+	// needs one: the command is dead-lettered as no_time_zone. There is no
+	// default zone.
 	TimeZone      string                 `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
 	OnboardedAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=onboarded_at,json=onboardedAt,proto3" json:"onboarded_at,omitempty"`
 	FollowUps     []*FollowUp            `protobuf:"bytes,4,rep,name=follow_ups,json=followUps,proto3" json:"follow_ups,omitempty"`
@@ -416,8 +449,9 @@ func (x *Onboard) GetFollowUps() []*FollowUp {
 	return nil
 }
 
-// FollowUp is one follow-up action to take for the user at a due time.
-// Next ID: 6
+// FollowUp is one follow-up action to take for the user at a due time. The
+// calling policy may move the call later (never earlier): see Task.
+// Next ID: 7
 type FollowUp struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unique per user. Empty: the scheduler assigns "followup-<n>" by position.
@@ -429,7 +463,10 @@ type FollowUp struct {
 	When   isFollowUp_When `protobuf_oneof:"when"`
 	Action *Action         `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
 	// Opaque to the scheduler; handed to the provider with the call.
-	Payload       []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	Payload []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Set: the follow-up repeats, the due time above being its first
+	// occurrence.
+	Repeat        *Repeat `protobuf:"bytes,6,opt,name=repeat,proto3" json:"repeat,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -510,6 +547,13 @@ func (x *FollowUp) GetPayload() []byte {
 	return nil
 }
 
+func (x *FollowUp) GetRepeat() *Repeat {
+	if x != nil {
+		return x.Repeat
+	}
+	return nil
+}
+
 type isFollowUp_When interface {
 	isFollowUp_When()
 }
@@ -520,13 +564,99 @@ type FollowUp_Delay struct {
 }
 
 type FollowUp_DueAt struct {
-	// An absolute due time. A past due time fires at once.
+	// An absolute due time. A past due time fires at once (when the calling
+	// policy allows a call then; else at the next time it allows).
 	DueAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_at,json=dueAt,proto3,oneof"`
 }
 
 func (*FollowUp_Delay) isFollowUp_When() {}
 
 func (*FollowUp_DueAt) isFollowUp_When() {}
+
+// Repeat makes a follow-up recurring. Each occurrence is a call of its own
+// (its own call id), placed by the calling policy like any follow-up; the
+// next occurrence is scheduled when one fires, under the same task id. An
+// occurrence that falls while the previous one waited for the policy is
+// skipped (a series does not catch up). A cancel of the task id, or a
+// Forget, stops the rest. Wall-clock times are read in the user's time zone
+// (else the first zone of the number).
+// Next ID: 5
+type Repeat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A period: exact elapsed time ("90m", "36h"), or calendar days or weeks
+	// at the same local wall-clock time ("1d", "7d", "2w"). One of every and
+	// cron.
+	Every string `protobuf:"bytes,1,opt,name=every,proto3" json:"every,omitempty"`
+	// A five-field cron expression in the user's local time: minute hour
+	// day-of-month month day-of-week ("0 10 * * mon"); names, ranges, steps
+	// and @daily-style macros.
+	Cron string `protobuf:"bytes,2,opt,name=cron,proto3" json:"cron,omitempty"`
+	// How many occurrences in all, the first and skipped ones included; 0: no
+	// limit.
+	Count uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// No occurrence is requested after this time; unset: no limit.
+	Until         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Repeat) Reset() {
+	*x = Repeat{}
+	mi := &file_ivrsched_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Repeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Repeat) ProtoMessage() {}
+
+func (x *Repeat) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Repeat.ProtoReflect.Descriptor instead.
+func (*Repeat) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Repeat) GetEvery() string {
+	if x != nil {
+		return x.Every
+	}
+	return ""
+}
+
+func (x *Repeat) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *Repeat) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Repeat) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
 
 // Action says what the call does.
 // Next ID: 3
@@ -540,7 +670,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_ivrsched_proto_msgTypes[3]
+	mi := &file_ivrsched_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +682,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[3]
+	mi := &file_ivrsched_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +695,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{3}
+	return file_ivrsched_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Action) GetIvrScript() string {
@@ -594,7 +724,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_ivrsched_proto_msgTypes[4]
+	mi := &file_ivrsched_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +736,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[4]
+	mi := &file_ivrsched_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +749,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{4}
+	return file_ivrsched_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Cancel) GetTaskId() string {
@@ -642,7 +772,7 @@ type Forget struct {
 
 func (x *Forget) Reset() {
 	*x = Forget{}
-	mi := &file_ivrsched_proto_msgTypes[5]
+	mi := &file_ivrsched_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +784,7 @@ func (x *Forget) String() string {
 func (*Forget) ProtoMessage() {}
 
 func (x *Forget) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[5]
+	mi := &file_ivrsched_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +797,7 @@ func (x *Forget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forget.ProtoReflect.Descriptor instead.
 func (*Forget) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{5}
+	return file_ivrsched_proto_rawDescGZIP(), []int{6}
 }
 
 // Reschedule moves one pending follow-up to a new due time.
@@ -686,7 +816,7 @@ type Reschedule struct {
 
 func (x *Reschedule) Reset() {
 	*x = Reschedule{}
-	mi := &file_ivrsched_proto_msgTypes[6]
+	mi := &file_ivrsched_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +828,7 @@ func (x *Reschedule) String() string {
 func (*Reschedule) ProtoMessage() {}
 
 func (x *Reschedule) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[6]
+	mi := &file_ivrsched_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +841,7 @@ func (x *Reschedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reschedule.ProtoReflect.Descriptor instead.
 func (*Reschedule) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{6}
+	return file_ivrsched_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Reschedule) GetTaskId() string {
@@ -765,11 +895,13 @@ func (*Reschedule_DueAt) isReschedule_When() {}
 // UserState is the scheduler's group table value, keyed by user id. The
 // table also holds one value per partition under the partition's tick key,
 // with only user_id and fired_through set.
-// Next ID: 9
+// Next ID: 11
 type UserState struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	UserId      string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Phone       string                 `protobuf:"bytes,2,opt,name=phone,proto3" json:"phone,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Phone  string                 `protobuf:"bytes,2,opt,name=phone,proto3" json:"phone,omitempty"`
+	// The user's IANA time zone, when a command gave one; else the calling
+	// policy reads its windows in phone_zones.
 	TimeZone    string                 `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
 	OnboardedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=onboarded_at,json=onboardedAt,proto3" json:"onboarded_at,omitempty"`
 	// Pending follow-ups, ordered by due time (then task id).
@@ -785,14 +917,19 @@ type UserState struct {
 	// When the last command that changed the user was issued. Retention
 	// removes a user with nothing pending once this and every due time are
 	// older than the scheduler's --retain.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The phone number's region (ISO 3166-1 alpha-2; "001" for a
+	// non-geographic number), for regional blackouts, and the IANA zones the
+	// numbering plan gives it: both read once, when the phone is set.
+	Region        string   `protobuf:"bytes,9,opt,name=region,proto3" json:"region,omitempty"`
+	PhoneZones    []string `protobuf:"bytes,10,rep,name=phone_zones,json=phoneZones,proto3" json:"phone_zones,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UserState) Reset() {
 	*x = UserState{}
-	mi := &file_ivrsched_proto_msgTypes[7]
+	mi := &file_ivrsched_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +941,7 @@ func (x *UserState) String() string {
 func (*UserState) ProtoMessage() {}
 
 func (x *UserState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[7]
+	mi := &file_ivrsched_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +954,7 @@ func (x *UserState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserState.ProtoReflect.Descriptor instead.
 func (*UserState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{7}
+	return file_ivrsched_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UserState) GetUserId() string {
@@ -876,6 +1013,20 @@ func (x *UserState) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *UserState) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *UserState) GetPhoneZones() []string {
+	if x != nil {
+		return x.PhoneZones
+	}
+	return nil
+}
+
 // Position is a follow-up's place in firing order: due time, then user id,
 // then task id.
 // Next ID: 4
@@ -890,7 +1041,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1053,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1066,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{8}
+	return file_ivrsched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Position) GetDueAt() *timestamppb.Timestamp {
@@ -961,7 +1112,7 @@ type FiredThrough struct {
 
 func (x *FiredThrough) Reset() {
 	*x = FiredThrough{}
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1124,7 @@ func (x *FiredThrough) String() string {
 func (*FiredThrough) ProtoMessage() {}
 
 func (x *FiredThrough) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1137,7 @@ func (x *FiredThrough) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiredThrough.ProtoReflect.Descriptor instead.
 func (*FiredThrough) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{9}
+	return file_ivrsched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FiredThrough) GetThrough() *Position {
@@ -1025,10 +1176,12 @@ func (x *FiredThrough) GetTickOffset() int64 {
 }
 
 // Task is a pending follow-up.
-// Next ID: 7
+// Next ID: 14
 type Task struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	TaskId  string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// When the follow-up fires: requested_at, moved by the calling policy
+	// (the effective time). The due index fires at it.
 	DueAt   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
 	Action  *Action                `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	Payload []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
@@ -1038,14 +1191,34 @@ type Task struct {
 	// the clock of the host that scheduled it (a clock behind the one that
 	// moved the mark, or stepped back). The mark does not cover it: a tick
 	// fires it through the scheduler's loop topic once it is due.
-	Held          bool `protobuf:"varint,6,opt,name=held,proto3" json:"held,omitempty"`
+	Held bool `protobuf:"varint,6,opt,name=held,proto3" json:"held,omitempty"`
+	// The time asked for (the command's due time, or the occurrence of a
+	// series) before the calling policy moved it to due_at; the call id is
+	// derived from it, so a deferral keeps the id. Unset in values written
+	// before calling policies: due_at.
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	// Why due_at is later than requested_at: "window" (outside the open
+	// hours), "blackout" (a blackout date; its name in blackout) or "cap"
+	// (the frequency cap); empty when the policy did not move it.
+	Deferred string `protobuf:"bytes,8,opt,name=deferred,proto3" json:"deferred,omitempty"`
+	Blackout string `protobuf:"bytes,9,opt,name=blackout,proto3" json:"blackout,omitempty"`
+	// The version of the calling policy due_at was computed under; empty: no
+	// policy. A tick checks a follow-up computed under another version again
+	// before it fires it.
+	PolicyVersion string `protobuf:"bytes,10,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
+	// Set for a recurring follow-up: this is its occurrence-th occurrence
+	// (from 1), of a series whose first occurrence was requested at
+	// series_start.
+	Repeat        *Repeat                `protobuf:"bytes,11,opt,name=repeat,proto3" json:"repeat,omitempty"`
+	Occurrence    uint32                 `protobuf:"varint,12,opt,name=occurrence,proto3" json:"occurrence,omitempty"`
+	SeriesStart   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=series_start,json=seriesStart,proto3" json:"series_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_ivrsched_proto_msgTypes[10]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1230,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[10]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1243,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{10}
+	return file_ivrsched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Task) GetTaskId() string {
@@ -1115,6 +1288,55 @@ func (x *Task) GetHeld() bool {
 	return false
 }
 
+func (x *Task) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *Task) GetDeferred() string {
+	if x != nil {
+		return x.Deferred
+	}
+	return ""
+}
+
+func (x *Task) GetBlackout() string {
+	if x != nil {
+		return x.Blackout
+	}
+	return ""
+}
+
+func (x *Task) GetPolicyVersion() string {
+	if x != nil {
+		return x.PolicyVersion
+	}
+	return ""
+}
+
+func (x *Task) GetRepeat() *Repeat {
+	if x != nil {
+		return x.Repeat
+	}
+	return nil
+}
+
+func (x *Task) GetOccurrence() uint32 {
+	if x != nil {
+		return x.Occurrence
+	}
+	return 0
+}
+
+func (x *Task) GetSeriesStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SeriesStart
+	}
+	return nil
+}
+
 // FiredTask records a follow-up that fired.
 // Next ID: 5
 type FiredTask struct {
@@ -1130,7 +1352,7 @@ type FiredTask struct {
 
 func (x *FiredTask) Reset() {
 	*x = FiredTask{}
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1364,7 @@ func (x *FiredTask) String() string {
 func (*FiredTask) ProtoMessage() {}
 
 func (x *FiredTask) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1377,7 @@ func (x *FiredTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiredTask.ProtoReflect.Descriptor instead.
 func (*FiredTask) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{11}
+	return file_ivrsched_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FiredTask) GetTask() *Task {
@@ -1196,7 +1418,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1430,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1443,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{12}
+	return file_ivrsched_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Tick) GetPartition() int32 {
@@ -1246,22 +1468,23 @@ func (x *Tick) GetFiredThrough() *Position {
 }
 
 // Wake is the scheduler's internal message on its loop topic, from a tick
-// to a user's key: a held follow-up is due, or the user may have been idle
-// for longer than the retention. The user's callback checks its value
-// again before it acts, so a stale or repeated Wake does nothing.
-// Next ID: 4
+// to a user's key. The user's callback checks its value again before it
+// acts, so a stale or repeated Wake does nothing.
+// Next ID: 5
 type Wake struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          Wake_Kind              `protobuf:"varint,1,opt,name=kind,proto3,enum=ivrsched.v1.Wake_Kind" json:"kind,omitempty"`
-	TaskId        string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	DueAt         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Kind   Wake_Kind              `protobuf:"varint,1,opt,name=kind,proto3,enum=ivrsched.v1.Wake_Kind" json:"kind,omitempty"`
+	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	DueAt  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	// KIND_POLICY: when the tick found that the follow-up must wait.
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1496,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1509,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{13}
+	return file_ivrsched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Wake) GetKind() Wake_Kind {
@@ -1306,6 +1529,13 @@ func (x *Wake) GetTaskId() string {
 func (x *Wake) GetDueAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.DueAt
+	}
+	return nil
+}
+
+func (x *Wake) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
 	}
 	return nil
 }
@@ -1333,7 +1563,7 @@ type IVRCall struct {
 
 func (x *IVRCall) Reset() {
 	*x = IVRCall{}
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1575,7 @@ func (x *IVRCall) String() string {
 func (*IVRCall) ProtoMessage() {}
 
 func (x *IVRCall) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1588,7 @@ func (x *IVRCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IVRCall.ProtoReflect.Descriptor instead.
 func (*IVRCall) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{14}
+	return file_ivrsched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IVRCall) GetCallId() string {
@@ -1455,7 +1685,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1697,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1710,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{15}
+	return file_ivrsched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CallResult) GetCallId() string {
@@ -1532,9 +1762,9 @@ func (x *CallResult) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// ScheduleEvent reports what a command or retention did to a user's follow-ups, on the
-// `followup-events` topic, keyed by user id.
-// Next ID: 8
+// ScheduleEvent reports what a command, the calling policy or retention did
+// to a user's follow-ups, on the `followup-events` topic, keyed by user id.
+// Next ID: 11
 type ScheduleEvent struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -1544,14 +1774,18 @@ type ScheduleEvent struct {
 	At     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
 	Detail string                 `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
 	// For KIND_TOO_LATE: the call that was placed.
-	CallId        string `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	CallId string `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// For KIND_DEFERRED.
+	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	Reason        string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	Blackout      string                 `protobuf:"bytes,10,opt,name=blackout,proto3" json:"blackout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleEvent) Reset() {
 	*x = ScheduleEvent{}
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1797,7 @@ func (x *ScheduleEvent) String() string {
 func (*ScheduleEvent) ProtoMessage() {}
 
 func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1810,7 @@ func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleEvent) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{16}
+	return file_ivrsched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScheduleEvent) GetUserId() string {
@@ -1628,6 +1862,27 @@ func (x *ScheduleEvent) GetCallId() string {
 	return ""
 }
 
+func (x *ScheduleEvent) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *ScheduleEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ScheduleEvent) GetBlackout() string {
+	if x != nil {
+		return x.Blackout
+	}
+	return ""
+}
+
 // DialerState is the dialer's group table value, keyed by user id: the calls
 // recently placed for the user, to drop duplicates by call id.
 // Next ID: 2
@@ -1640,7 +1895,7 @@ type DialerState struct {
 
 func (x *DialerState) Reset() {
 	*x = DialerState{}
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1907,7 @@ func (x *DialerState) String() string {
 func (*DialerState) ProtoMessage() {}
 
 func (x *DialerState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1920,7 @@ func (x *DialerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialerState.ProtoReflect.Descriptor instead.
 func (*DialerState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{17}
+	return file_ivrsched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DialerState) GetCalls() []*DialRecord {
@@ -1688,7 +1943,7 @@ type DialRecord struct {
 
 func (x *DialRecord) Reset() {
 	*x = DialRecord{}
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1955,7 @@ func (x *DialRecord) String() string {
 func (*DialRecord) ProtoMessage() {}
 
 func (x *DialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1968,7 @@ func (x *DialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialRecord.ProtoReflect.Descriptor instead.
 func (*DialRecord) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{18}
+	return file_ivrsched_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DialRecord) GetCallId() string {
@@ -1762,7 +2017,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_ivrsched_proto_msgTypes[19]
+	mi := &file_ivrsched_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +2029,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[19]
+	mi := &file_ivrsched_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +2042,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{19}
+	return file_ivrsched_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeadLetter) GetReason() string {
@@ -1879,7 +2134,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2146,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2159,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{20}
+	return file_ivrsched_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Header) GetKey() string {
@@ -1941,14 +2196,20 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x12=\n" +
 	"\fonboarded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vonboardedAt\x124\n" +
 	"\n" +
-	"follow_ups\x18\x04 \x03(\v2\x15.ivrsched.v1.FollowUpR\tfollowUps\"\xda\x01\n" +
+	"follow_ups\x18\x04 \x03(\v2\x15.ivrsched.v1.FollowUpR\tfollowUps\"\x87\x02\n" +
 	"\bFollowUp\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x05delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationH\x00R\x05delay\x123\n" +
 	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x05dueAt\x12+\n" +
 	"\x06action\x18\x04 \x01(\v2\x13.ivrsched.v1.ActionR\x06action\x12\x18\n" +
-	"\apayload\x18\x05 \x01(\fR\apayloadB\x06\n" +
-	"\x04when\"H\n" +
+	"\apayload\x18\x05 \x01(\fR\apayload\x12+\n" +
+	"\x06repeat\x18\x06 \x01(\v2\x13.ivrsched.v1.RepeatR\x06repeatB\x06\n" +
+	"\x04when\"z\n" +
+	"\x06Repeat\x12\x14\n" +
+	"\x05every\x18\x01 \x01(\tR\x05every\x12\x12\n" +
+	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\x120\n" +
+	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"H\n" +
 	"\x06Action\x12\x1d\n" +
 	"\n" +
 	"ivr_script\x18\x01 \x01(\tR\tivrScript\x12\x1f\n" +
@@ -1962,7 +2223,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x05delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationH\x00R\x05delay\x123\n" +
 	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x05dueAtB\x06\n" +
-	"\x04when\"\xec\x02\n" +
+	"\x04when\"\xa5\x03\n" +
 	"\tUserState\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05phone\x18\x02 \x01(\tR\x05phone\x12\x1b\n" +
@@ -1972,7 +2233,11 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x05fired\x18\x06 \x03(\v2\x16.ivrsched.v1.FiredTaskR\x05fired\x12>\n" +
 	"\rfired_through\x18\a \x01(\v2\x19.ivrsched.v1.FiredThroughR\ffiredThrough\x129\n" +
 	"\n" +
-	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"o\n" +
+	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x16\n" +
+	"\x06region\x18\t \x01(\tR\x06region\x12\x1f\n" +
+	"\vphone_zones\x18\n" +
+	" \x03(\tR\n" +
+	"phoneZones\"o\n" +
 	"\bPosition\x121\n" +
 	"\x06due_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
@@ -1985,14 +2250,24 @@ const file_ivrsched_proto_rawDesc = "" +
 	"checkpoint\x18\x04 \x01(\v2\x15.ivrsched.v1.PositionR\n" +
 	"checkpoint\x12\x1f\n" +
 	"\vtick_offset\x18\x05 \x01(\x03R\n" +
-	"tickOffset\"\xc7\x01\n" +
+	"tickOffset\"\xf1\x03\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x06due_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12+\n" +
 	"\x06action\x18\x03 \x01(\v2\x13.ivrsched.v1.ActionR\x06action\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\x18\n" +
 	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x12\n" +
-	"\x04held\x18\x06 \x01(\bR\x04held\"\x88\x01\n" +
+	"\x04held\x18\x06 \x01(\bR\x04held\x12=\n" +
+	"\frequested_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x1a\n" +
+	"\bdeferred\x18\b \x01(\tR\bdeferred\x12\x1a\n" +
+	"\bblackout\x18\t \x01(\tR\bblackout\x12%\n" +
+	"\x0epolicy_version\x18\n" +
+	" \x01(\tR\rpolicyVersion\x12+\n" +
+	"\x06repeat\x18\v \x01(\v2\x13.ivrsched.v1.RepeatR\x06repeat\x12\x1e\n" +
+	"\n" +
+	"occurrence\x18\f \x01(\rR\n" +
+	"occurrence\x12=\n" +
+	"\fseries_start\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vseriesStart\"\x88\x01\n" +
 	"\tFiredTask\x12%\n" +
 	"\x04task\x18\x01 \x01(\v2\x11.ivrsched.v1.TaskR\x04task\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x125\n" +
@@ -2000,15 +2275,19 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x04Tick\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x123\n" +
 	"\asent_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x12:\n" +
-	"\rfired_through\x18\x03 \x01(\v2\x15.ivrsched.v1.PositionR\ffiredThrough\"\xc3\x01\n" +
+	"\rfired_through\x18\x03 \x01(\v2\x15.ivrsched.v1.PositionR\ffiredThrough\"\x90\x02\n" +
 	"\x04Wake\x12*\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x16.ivrsched.v1.Wake.KindR\x04kind\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x121\n" +
-	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\"C\n" +
+	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"d\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rKIND_HELD_DUE\x10\x01\x12\x12\n" +
-	"\x0eKIND_RETENTION\x10\x02\"\x91\x03\n" +
+	"\x0eKIND_RETENTION\x10\x02\x12\x0f\n" +
+	"\vKIND_POLICY\x10\x03\x12\x0e\n" +
+	"\n" +
+	"KIND_RECUR\x10\x04\"\x91\x03\n" +
 	"\aIVRCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
@@ -2030,7 +2309,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12.\n" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x14.ivrsched.v1.OutcomeR\aoutcome\x12\x16\n" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x9f\x03\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa5\x04\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -2038,7 +2317,11 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06due_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12\x17\n" +
-	"\acall_id\x18\a \x01(\tR\x06callId\"\x96\x01\n" +
+	"\acall_id\x18\a \x01(\tR\x06callId\x12=\n" +
+	"\frequested_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1a\n" +
+	"\bblackout\x18\n" +
+	" \x01(\tR\bblackout\"\xa9\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x01\x12\x14\n" +
@@ -2046,7 +2329,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\rKIND_TOO_LATE\x10\x03\x12\x15\n" +
 	"\x11KIND_UNKNOWN_TASK\x10\x04\x12\x12\n" +
 	"\x0eKIND_FORGOTTEN\x10\x05\x12\x10\n" +
-	"\fKIND_EXPIRED\x10\x06\"<\n" +
+	"\fKIND_EXPIRED\x10\x06\x12\x11\n" +
+	"\rKIND_DEFERRED\x10\a\"<\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\"\x81\x01\n" +
 	"\n" +
@@ -2093,7 +2377,7 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 }
 
 var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
 	(Wake_Kind)(0),                // 1: ivrsched.v1.Wake.Kind
@@ -2101,78 +2385,86 @@ var file_ivrsched_proto_goTypes = []any{
 	(*Command)(nil),               // 3: ivrsched.v1.Command
 	(*Onboard)(nil),               // 4: ivrsched.v1.Onboard
 	(*FollowUp)(nil),              // 5: ivrsched.v1.FollowUp
-	(*Action)(nil),                // 6: ivrsched.v1.Action
-	(*Cancel)(nil),                // 7: ivrsched.v1.Cancel
-	(*Forget)(nil),                // 8: ivrsched.v1.Forget
-	(*Reschedule)(nil),            // 9: ivrsched.v1.Reschedule
-	(*UserState)(nil),             // 10: ivrsched.v1.UserState
-	(*Position)(nil),              // 11: ivrsched.v1.Position
-	(*FiredThrough)(nil),          // 12: ivrsched.v1.FiredThrough
-	(*Task)(nil),                  // 13: ivrsched.v1.Task
-	(*FiredTask)(nil),             // 14: ivrsched.v1.FiredTask
-	(*Tick)(nil),                  // 15: ivrsched.v1.Tick
-	(*Wake)(nil),                  // 16: ivrsched.v1.Wake
-	(*IVRCall)(nil),               // 17: ivrsched.v1.IVRCall
-	(*CallResult)(nil),            // 18: ivrsched.v1.CallResult
-	(*ScheduleEvent)(nil),         // 19: ivrsched.v1.ScheduleEvent
-	(*DialerState)(nil),           // 20: ivrsched.v1.DialerState
-	(*DialRecord)(nil),            // 21: ivrsched.v1.DialRecord
-	(*DeadLetter)(nil),            // 22: ivrsched.v1.DeadLetter
-	(*Header)(nil),                // 23: ivrsched.v1.Header
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*Repeat)(nil),                // 6: ivrsched.v1.Repeat
+	(*Action)(nil),                // 7: ivrsched.v1.Action
+	(*Cancel)(nil),                // 8: ivrsched.v1.Cancel
+	(*Forget)(nil),                // 9: ivrsched.v1.Forget
+	(*Reschedule)(nil),            // 10: ivrsched.v1.Reschedule
+	(*UserState)(nil),             // 11: ivrsched.v1.UserState
+	(*Position)(nil),              // 12: ivrsched.v1.Position
+	(*FiredThrough)(nil),          // 13: ivrsched.v1.FiredThrough
+	(*Task)(nil),                  // 14: ivrsched.v1.Task
+	(*FiredTask)(nil),             // 15: ivrsched.v1.FiredTask
+	(*Tick)(nil),                  // 16: ivrsched.v1.Tick
+	(*Wake)(nil),                  // 17: ivrsched.v1.Wake
+	(*IVRCall)(nil),               // 18: ivrsched.v1.IVRCall
+	(*CallResult)(nil),            // 19: ivrsched.v1.CallResult
+	(*ScheduleEvent)(nil),         // 20: ivrsched.v1.ScheduleEvent
+	(*DialerState)(nil),           // 21: ivrsched.v1.DialerState
+	(*DialRecord)(nil),            // 22: ivrsched.v1.DialRecord
+	(*DeadLetter)(nil),            // 23: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 24: ivrsched.v1.Header
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
 	4,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
-	7,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
-	9,  // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
-	8,  // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
-	24, // 4: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	24, // 5: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	8,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
+	10, // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
+	9,  // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
+	25, // 4: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	25, // 5: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
 	5,  // 6: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	25, // 7: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	24, // 8: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
-	6,  // 9: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
-	25, // 10: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	24, // 11: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	24, // 12: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
-	13, // 13: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
-	14, // 14: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
-	12, // 15: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
-	24, // 16: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 17: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
-	11, // 18: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
-	11, // 19: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
-	24, // 20: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
-	11, // 21: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
-	24, // 22: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
-	6,  // 23: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
-	13, // 24: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	24, // 25: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	24, // 26: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
-	11, // 27: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
-	1,  // 28: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
-	24, // 29: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
-	24, // 30: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	24, // 31: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
-	6,  // 32: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	24, // 33: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
-	0,  // 34: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	24, // 35: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
-	2,  // 36: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	24, // 37: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	24, // 38: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
-	21, // 39: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
-	0,  // 40: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	24, // 41: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	24, // 42: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
-	23, // 43: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
-	24, // 44: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	26, // 7: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	25, // 8: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	7,  // 9: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
+	6,  // 10: ivrsched.v1.FollowUp.repeat:type_name -> ivrsched.v1.Repeat
+	25, // 11: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
+	26, // 12: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	25, // 13: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	25, // 14: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	14, // 15: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
+	15, // 16: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
+	13, // 17: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
+	25, // 18: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 19: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
+	12, // 20: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
+	12, // 21: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
+	25, // 22: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
+	12, // 23: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
+	25, // 24: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	7,  // 25: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
+	25, // 26: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
+	6,  // 27: ivrsched.v1.Task.repeat:type_name -> ivrsched.v1.Repeat
+	25, // 28: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
+	14, // 29: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
+	25, // 30: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	25, // 31: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	12, // 32: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
+	1,  // 33: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
+	25, // 34: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
+	25, // 35: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
+	25, // 36: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	25, // 37: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	7,  // 38: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
+	25, // 39: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	0,  // 40: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
+	25, // 41: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	2,  // 42: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
+	25, // 43: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	25, // 44: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	25, // 45: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
+	22, // 46: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
+	0,  // 47: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
+	25, // 48: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	25, // 49: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	24, // 50: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	25, // 51: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -2190,7 +2482,7 @@ func file_ivrsched_proto_init() {
 		(*FollowUp_Delay)(nil),
 		(*FollowUp_DueAt)(nil),
 	}
-	file_ivrsched_proto_msgTypes[6].OneofWrappers = []any{
+	file_ivrsched_proto_msgTypes[7].OneofWrappers = []any{
 		(*Reschedule_Delay)(nil),
 		(*Reschedule_DueAt)(nil),
 	}
@@ -2200,7 +2492,7 @@ func file_ivrsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -29,6 +29,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/localstore"
+	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
 	"github.com/ivrsched/ivrsched/topology"
@@ -51,9 +52,14 @@ type Config struct {
 	TickGap time.Duration
 	// Retain is how long the scheduler keeps a user with nothing pending
 	// (scheduler.Config.Retain); 0 keeps every user.
-	Retain      time.Duration
-	Provider    dialer.Provider
-	CallTimeout time.Duration
+	Retain time.Duration
+	// DefaultPolicy is the calling policy in force while the ivr-policies
+	// topic holds none (`ivrsched policy set` writes one); nil: no policy,
+	// every follow-up fires at its requested time. The CLI's default is
+	// policy.Default() (08:00 to 21:00 local time, every day).
+	DefaultPolicy *policy.Policy
+	Provider      dialer.Provider
+	CallTimeout   time.Duration
 
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -95,8 +101,11 @@ type Roles struct{ Scheduler, Dialer bool }
 type Running struct {
 	Scheduler *scheduler.Scheduler
 	Dialer    *dialer.Dialer
-	ready     chan struct{}
-	roles     []*role
+	// Policy is the calling policy the scheduler applies (nil func without
+	// a scheduler role).
+	Policy func() *policy.Policy
+	ready  chan struct{}
+	roles  []*role
 }
 
 // Ready is closed once every role's processor has recovered its table and
@@ -137,6 +146,19 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		if err != nil {
 			return fmt.Errorf("tick emitter: %w", err)
 		}
+		pv, err := newPolicyView(cfg, log.With("role", "policy"))
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return pv.Run(ctx) })
+		run.Policy = pv.Current
+		// No follow-up is placed under the default while a policy is set.
+		select {
+		case <-pv.Ready():
+			log.Info("calling policy in force", "version", version(pv.Current()))
+		case <-ctx.Done():
+			return g.Wait()
+		}
 		stores := newStores(cfg, "scheduler", log)
 		s, err := scheduler.New(scheduler.Config{
 			Topics:     cfg.Topics,
@@ -147,6 +169,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			Partitions: int32(cfg.Kafka.Partitions),
 			TickGap:    cfg.TickGap,
 			Retain:     cfg.Retain,
+			Policy:     pv.Current,
 			Logger:     log.With("role", "scheduler"),
 		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), cfg.Clock, log))
 		if err != nil {
@@ -213,6 +236,9 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		router.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		router.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		router.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index)
+		if run.Policy != nil {
+			router.HandleFunc("/policy", policyPage(run.Policy))
+		}
 		idx := index.NewServer("/", router)
 		idx.AddComponent(mon, "Monitor")
 		idx.AddComponent(qry, "Query")

@@ -10,9 +10,11 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 )
 
-// CallID is deterministic from user, task, due time and attempt, so a replay
-// publishes the same id and the dialer drops the duplicate; a task id re-used
-// for a new due time gets a new id.
+// CallID is deterministic from user, task, requested time and attempt, so a
+// replay publishes the same id and the dialer drops the duplicate; a task
+// id re-used for a new due time (a reschedule, the next occurrence of a
+// series) gets a new id, and a follow-up the calling policy moves keeps
+// its id.
 func CallID(user string, t *pb.Task) string {
 	h := sha256.New()
 	h.Write([]byte(user))
@@ -20,7 +22,7 @@ func CallID(user string, t *pb.Task) string {
 	h.Write([]byte(t.GetTaskId()))
 	h.Write([]byte{0})
 	var b [12]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(t.GetDueAt().AsTime().UnixNano()))
+	binary.BigEndian.PutUint64(b[:8], uint64(requested(t).UnixNano()))
 	binary.BigEndian.PutUint32(b[8:], t.GetAttempt())
 	h.Write(b[:])
 	return hex.EncodeToString(h.Sum(nil)[:16])

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	_ "time/tzdata" // time zones validate the same on every host
 
@@ -14,6 +15,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/phone"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -31,7 +33,8 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 		s.rejectRecord(ctx, msg, reject(deadletter.ReasonUndecodable, "%v", undecodable(msg)))
 		return
 	}
-	_, issued, err := Validate(ctx.Key(), cmd, ctx.Timestamp(), s.cfg.Limits)
+	c, err := validate(ctx.Key(), cmd, ctx.Timestamp(), s.cfg.Limits)
+	issued := c.issued
 	if err != nil {
 		s.rejectRecord(ctx, cmd, err)
 		return
@@ -58,17 +61,22 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 	// What ticks fired is recorded first, so that a late cancel or
 	// reschedule of it is reported as too late.
 	changed := s.settle(ctx, st, false)
-	switch c := cmd.GetCommand().(type) {
+	switch cc := cmd.GetCommand().(type) {
 	case *pb.Command_Onboard:
-		if err := s.onboard(st, c.Onboard, issued, first); err != nil {
+		if err := s.onboard(ctx, st, cc.Onboard, c, first); err != nil {
 			s.rejectRecord(ctx, cmd, err)
 			return
 		}
 		changed = true
 	case *pb.Command_Cancel:
-		changed = s.cancel(ctx, st, c.Cancel.GetTaskId()) || changed
+		changed = s.cancel(ctx, st, cc.Cancel.GetTaskId()) || changed
 	case *pb.Command_Reschedule:
-		changed = s.reschedule(ctx, st, c.Reschedule, issued) || changed
+		moved, err := s.reschedule(ctx, st, cc.Reschedule, issued)
+		if err != nil {
+			s.rejectRecord(ctx, cmd, err)
+			return
+		}
+		changed = moved || changed
 	}
 	// A follow-up now scheduled at or before the fired mark would never be
 	// fired by a tick: it fires here, or is held until it is due.
@@ -149,16 +157,30 @@ func rawValue(msg any) []byte {
 // onboard applies an Onboard to the user's value. first is a user with no
 // value yet: only then does an Onboard without follow-ups get the default
 // follow-up (a later one updates the phone or time zone and calls no one).
-func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, issued time.Time, first bool) error {
+// Each follow-up gets its effective time under the calling policy in
+// force; a change of the user's zones moves the pending ones again.
+func (s *Scheduler) onboard(ctx goka.Context, st *pb.UserState, o *pb.Onboard, c checked, first bool) error {
+	issued := c.issued
 	base := issued
-	if o.GetPhone() != "" {
-		st.Phone = o.GetPhone()
+	zonesBefore := zoneKey(st)
+	if n := c.number; n != nil {
+		st.Phone, st.Region, st.PhoneZones = n.E164, n.Region, n.Zones
 	}
 	if st.GetPhone() == "" {
 		return reject(deadletter.ReasonMissingPhone, "user %q has no phone number", st.GetUserId())
 	}
 	if o.GetTimeZone() != "" {
 		st.TimeZone = o.GetTimeZone()
+	}
+	if st.GetRegion() == "" { // a value written before the numbering plan was read
+		n, err := phone.Parse(st.GetPhone())
+		if err != nil {
+			return reject(deadletter.ReasonInvalidPhone, "stored %v", err)
+		}
+		st.Region, st.PhoneZones = n.Region, n.Zones
+	}
+	if _, err := userZones(st); err != nil {
+		return reject(deadletter.ReasonNoTimeZone, "user %q: %v; give the user's time_zone", st.GetUserId(), err)
 	}
 	if o.GetOnboardedAt() != nil {
 		st.OnboardedAt = o.GetOnboardedAt()
@@ -173,14 +195,50 @@ func (s *Scheduler) onboard(st *pb.UserState, o *pb.Onboard, issued time.Time, f
 			return err
 		}
 	}
+	pol := s.policyNow()
+	var deferred []*pb.Task
+	if !first && zoneKey(st) != zonesBefore { // the windows are read elsewhere now
+		for _, t := range st.Pending {
+			if t.GetHeld() {
+				continue
+			}
+			moved, err := s.applyPolicy(pol, st, t, issued)
+			if err != nil {
+				return err
+			}
+			if moved {
+				deferred = append(deferred, t)
+			}
+		}
+	}
 	for i, f := range follow {
-		due := dueTime(f.GetDelay(), f.GetDueAt(), base)
-		t := &pb.Task{TaskId: taskID(f, i), DueAt: timestamppb.New(due), Action: f.GetAction(), Payload: f.GetPayload(), Attempt: 1}
+		due := timestamppb.New(dueTime(f.GetDelay(), f.GetDueAt(), base))
+		t := &pb.Task{TaskId: taskID(f, i), DueAt: due, RequestedAt: due, Action: f.GetAction(), Payload: f.GetPayload(), Attempt: 1}
+		if r := f.GetRepeat(); r != nil {
+			t.Repeat, t.Occurrence, t.SeriesStart = r, 1, due
+		}
+		// In command order: the frequency cap counts the follow-ups placed
+		// before this one.
+		moved, err := s.applyPolicy(pol, st, t, issued)
+		if err != nil {
+			return err
+		}
+		if moved {
+			deferred = append(deferred, t)
+		}
 		st.Pending = upsert(st.Pending, t)
 		s.Stats.Scheduled.Add(1)
 	}
 	sortPending(st.Pending)
+	for _, t := range deferred {
+		s.reportDeferred(ctx, t)
+	}
 	return nil
+}
+
+// zoneKey identifies where a user's calling windows are read.
+func zoneKey(st *pb.UserState) string {
+	return st.GetTimeZone() + "|" + st.GetRegion() + "|" + strings.Join(st.GetPhoneZones(), ",")
 }
 
 func upsert(p []*pb.Task, t *pb.Task) []*pb.Task {
@@ -219,21 +277,33 @@ func (s *Scheduler) cancel(ctx goka.Context, st *pb.UserState, task string) bool
 	return false
 }
 
-// reschedule reports whether the state changed.
-func (s *Scheduler) reschedule(ctx goka.Context, st *pb.UserState, r *pb.Reschedule, issued time.Time) bool {
-	due := dueTime(r.GetDelay(), r.GetDueAt(), issued)
+// reschedule reports whether the state changed. The follow-up's new time
+// is requested, and placed by the calling policy in force.
+func (s *Scheduler) reschedule(ctx goka.Context, st *pb.UserState, r *pb.Reschedule, issued time.Time) (bool, error) {
+	due := timestamppb.New(dueTime(r.GetDelay(), r.GetDueAt(), issued))
 	for _, t := range st.Pending {
-		if t.GetTaskId() == r.GetTaskId() {
-			t.DueAt = timestamppb.New(due)
-			t.Held = false // settle holds it again if it is still at or before the mark
-			sortPending(st.Pending)
-			s.event(ctx, pb.ScheduleEvent_KIND_RESCHEDULED, t.GetTaskId(), t.GetDueAt(), "", "")
-			s.Stats.Rescheduled.Add(1)
-			return true
+		if t.GetTaskId() != r.GetTaskId() {
+			continue
 		}
+		t.DueAt, t.RequestedAt = due, due
+		t.Held = false // settle holds it again if it is still at or before the mark
+		if t.GetRepeat() != nil && t.GetOccurrence() <= 1 {
+			t.SeriesStart = due // the series starts at its first occurrence
+		}
+		deferred, err := s.applyPolicy(s.policyNow(), st, t, issued)
+		if err != nil {
+			return false, err // the command is dead-lettered; the value is not written
+		}
+		sortPending(st.Pending)
+		s.event(ctx, pb.ScheduleEvent_KIND_RESCHEDULED, t.GetTaskId(), t.GetRequestedAt(), "", "")
+		if deferred {
+			s.reportDeferred(ctx, t)
+		}
+		s.Stats.Rescheduled.Add(1)
+		return true, nil
 	}
 	s.notPending(ctx, st, r.GetTaskId())
-	return false
+	return false, nil
 }
 
 // notPending reports a cancel or reschedule of a task that is not pending:

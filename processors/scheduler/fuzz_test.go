@@ -10,16 +10,29 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/phone"
+	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/punctuation"
 )
+
+// fuzzPolicy is the default policy with a spread: effective times move.
+var fuzzPolicy = func() *policy.Policy {
+	p, err := policy.Parse([]byte("default: {spread: 10m}"))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
 
 // Validation of any command in a record stamped at any time: no panic, and
 // what it accepts, the scheduler can apply within the limits measured from
 // the record timestamp (the broker's clock), whatever requested_at and
-// onboarded_at the producer wrote: every due time lies in
+// onboarded_at the producer wrote: every requested time lies in
 // [record - MaxSkew - MaxPast, record + MaxSkew + MaxDelay] and survives the
-// index's int64 nanoseconds; every payload within MaxPayload, task ids
-// unique, phone E.164 when given.
+// index's int64 nanoseconds, and the calling policy's effective time is
+// not before it and within policy.Horizon; every payload within
+// MaxPayload, task ids unique, phone valid in the numbering plan when
+// given, with a zone.
 func FuzzValidate(f *testing.F) {
 	seed := func(c *pb.Command, recordSec int64) {
 		b, _ := proto.Marshal(c)
@@ -65,12 +78,18 @@ func FuzzValidate(f *testing.F) {
 		if o == nil {
 			return
 		}
-		if o.GetPhone() != "" && !e164.MatchString(o.GetPhone()) {
-			t.Fatalf("accepted phone %q", o.GetPhone())
+		c, err := validate(key, &cmd, record, lim)
+		if err != nil {
+			t.Fatalf("Validate accepted what validate rejects: %v", err)
 		}
-		s := &Scheduler{cfg: Config{Default: DefaultFollowUp{TaskID: "d", Delay: time.Hour}, Limits: lim}}
-		st := &pb.UserState{UserId: user, Phone: "+14155550123"}
-		if err := s.onboard(st, o, issued, true); err != nil {
+		if o.GetPhone() != "" {
+			if n, err := phone.Parse(o.GetPhone()); err != nil || (len(n.Zones) == 0 && o.GetTimeZone() == "") || c.number == nil || c.number.E164 != n.E164 {
+				t.Fatalf("accepted phone %q (%v, zones %v)", o.GetPhone(), err, n.Zones)
+			}
+		}
+		s := &Scheduler{cfg: Config{Default: DefaultFollowUp{TaskID: "d", Delay: time.Hour}, Limits: lim, Policy: func() *policy.Policy { return fuzzPolicy }}}
+		st := &pb.UserState{UserId: user, Phone: "+14155550123", Region: "US", PhoneZones: []string{"America/Los_Angeles"}}
+		if err := s.onboard(nil, st, o, c, true); err != nil {
 			if _, ok := err.(*RejectError); !ok {
 				t.Fatalf("onboard: %v", err)
 			}
@@ -78,9 +97,12 @@ func FuzzValidate(f *testing.F) {
 		}
 		ids := map[string]bool{}
 		for _, task := range st.GetPending() {
-			due := task.GetDueAt().AsTime()
-			if !inBounds(due) {
-				t.Fatalf("accepted due %v for a command in a record stamped %v", due, record)
+			req, due := task.GetRequestedAt().AsTime(), task.GetDueAt().AsTime()
+			if !inBounds(req) {
+				t.Fatalf("accepted due %v for a command in a record stamped %v", req, record)
+			}
+			if due.Before(req) || due.After(req.Add(policy.Horizon)) || task.GetPolicyVersion() != fuzzPolicy.Version() {
+				t.Fatalf("effective time %v for requested %v (policy %q)", due, req, task.GetPolicyVersion())
 			}
 			if len(task.GetPayload()) > lim.MaxPayload || ids[task.GetTaskId()] {
 				t.Fatalf("payload %d bytes or duplicate task %q accepted", len(task.GetPayload()), task.GetTaskId())

@@ -24,6 +24,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/punctuation"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -66,7 +67,15 @@ type Config struct {
 	// (0: the punctuator's default, 2 ms). Longer means fewer tick records
 	// and up to that much more lateness.
 	TickGap time.Duration
-	Logger  *slog.Logger
+	// Policy returns the calling policy in force (see docs/design.md, "The
+	// calling policy"). It is called concurrently from every partition
+	// goroutine, for every command and tick, so it must be cheap (the
+	// application's returns what its view of the ivr-policies topic last
+	// decoded). A func that returns nil applies no policy: every follow-up
+	// fires at its requested time. nil: policy.Default() (08:00 to 21:00
+	// in the user's local time, every day).
+	Policy func() *policy.Policy
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -97,6 +106,10 @@ func (c *Config) setDefaults() {
 	if c.Limits == (Limits{}) {
 		c.Limits = DefaultLimits()
 	}
+	if c.Policy == nil {
+		def := policy.Default()
+		c.Policy = func() *policy.Policy { return def }
+	}
 }
 
 // Validate checks the configuration.
@@ -126,6 +139,10 @@ type Stats struct {
 	// Held counts follow-ups scheduled at or before the mark but not yet
 	// due by this host's clock; Expired users removed by retention.
 	Held, Expired atomic.Int64
+	// Deferred counts follow-ups the calling policy moved (at scheduling,
+	// or again after a policy change); Parked due follow-ups a tick did
+	// not fire because a policy change made them wait.
+	Deferred, Parked atomic.Int64
 }
 
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.

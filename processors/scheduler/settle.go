@@ -1,11 +1,14 @@
 package scheduler
 
 import (
+	"errors"
+
 	"github.com/lovoo/goka"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -16,22 +19,59 @@ import (
 // one, fires now if it is due by this host's clock, and is held otherwise
 // (Task.held: the index keeps it as a timer and a tick wakes the user when
 // it is due), so a clock behind the one that moved the mark never fires
-// early. It reports whether the value changed.
+// early. A recurring follow-up recorded as fired brings its next
+// occurrence (successor). It reports whether the value changed.
+//
+// Without fire, the next occurrence of a series may land at or before the
+// mark without having fired; every callback that writes the value
+// therefore settles with fire last, which fires or holds it.
 func (s *Scheduler) settle(ctx goka.Context, st *pb.UserState, fire bool) bool {
-	keep, fired := s.splitFired(ctx.Partition(), ctx.Key(), st.Pending)
 	if !fire {
+		keep, fired := s.splitFired(ctx.Partition(), ctx.Key(), st.Pending)
 		if len(fired) == 0 {
 			return false
 		}
-		s.record(st, keep, fired)
+		s.record(ctx, st, keep, fired)
 		return true
 	}
+	changed := false
+	// Each pass fires what is at or before the mark; a next occurrence it
+	// brings is later than the one that fired, so a second pass holds or
+	// leaves it.
+	for pass := 0; pass < 4 && s.settleFire(ctx, st); pass++ {
+		changed = true
+	}
+	return changed
+}
+
+func (s *Scheduler) settleFire(ctx goka.Context, st *pb.UserState) bool {
+	keep, fired := s.splitFired(ctx.Partition(), ctx.Key(), st.Pending)
 	now := s.cfg.Clock.Now()
 	firedAt := timestamppb.New(now)
+	pol := s.policyNow()
+	mark := s.punct.Index(ctx.Partition())
 	changed := false
 	var pending []*pb.Task
 	var calls []*pb.FiredTask
+	// place fires t now, unless the policy changed since t was placed and
+	// now makes it wait: then t moves to its new effective time, held if
+	// that is still at or before the mark.
 	place := func(t *pb.Task) {
+		if !mayFire(pol, st, t) {
+			deferred, err := s.applyPolicy(pol, st, t, now)
+			if err != nil {
+				s.dropTask(ctx, t, err)
+				return
+			}
+			if deferred {
+				s.reportDeferred(ctx, t)
+			}
+			if t.GetDueAt().AsTime().After(now) {
+				t.Held = mark != nil && mark.Fired(taskPos(ctx.Key(), t))
+				pending = append(pending, t)
+				return
+			}
+		}
 		t.Held = false
 		f := &pb.FiredTask{Task: t, CallId: CallID(ctx.Key(), t), FiredAt: firedAt}
 		ctx.Emit(s.cfg.Topics.Calls, ctx.Key(), s.call(st, t, f.CallId, f.FiredAt))
@@ -57,10 +97,21 @@ func (s *Scheduler) settle(ctx goka.Context, st *pb.UserState, fire bool) bool {
 		pending = append(pending, t)
 	}
 	if changed {
-		sortPending(pending)
-		s.record(st, pending, calls)
+		s.record(ctx, st, pending, calls)
 	}
 	return changed
+}
+
+// dropTask removes a follow-up the calling policy cannot place (err, a
+// *RejectError) and sends it to the dead-letter topic.
+func (s *Scheduler) dropTask(ctx goka.Context, t *pb.Task, err error) {
+	reason, detail := deadletter.ReasonNoOpening, err.Error()
+	var re *RejectError
+	if errors.As(err, &re) {
+		reason, detail = re.Reason, re.Detail
+	}
+	s.Stats.Invalid.Add(1)
+	s.dlq.Send(ctx, reason, "follow-up not called: "+detail, rawValue(t))
 }
 
 // splitFired splits a user's pending follow-ups into those still pending
@@ -82,12 +133,26 @@ func (s *Scheduler) splitFired(part int32, user string, pending []*pb.Task) (kee
 }
 
 // record sets the user's pending follow-ups and appends fired ones to the
-// bounded history.
-func (s *Scheduler) record(st *pb.UserState, keep []*pb.Task, fired []*pb.FiredTask) {
+// bounded history; a recurring one that fired brings its next occurrence
+// (ctx nil: for display, nothing is reported).
+func (s *Scheduler) record(ctx goka.Context, st *pb.UserState, keep []*pb.Task, fired []*pb.FiredTask) {
 	st.Pending = keep
 	st.Fired = append(st.Fired, fired...)
 	if n := len(st.Fired) - s.cfg.FiredHistory; n > 0 {
 		st.Fired = append(st.Fired[:0:0], st.Fired[n:]...)
+	}
+	added := false
+	for _, f := range fired {
+		if f.GetTask().GetRepeat() == nil {
+			continue
+		}
+		if next := s.successor(ctx, st, f); next != nil {
+			st.Pending = append(st.Pending, next)
+			added = true
+		}
+	}
+	if added {
+		sortPending(st.Pending)
 	}
 }
 
@@ -106,6 +171,6 @@ func (s *Scheduler) Settled(st *pb.UserState) *pb.UserState {
 	if len(fired) == 0 {
 		return st
 	}
-	s.record(out, keep, fired)
+	s.record(nil, out, keep, fired)
 	return out
 }

@@ -19,6 +19,13 @@ import (
 // tick's key): users' values are left as they are, and a follow-up at or
 // before the mark counts as fired.
 //
+// A due follow-up computed under another calling policy than the one in
+// force is checked again (mayFire). If it must now wait, it is not fired:
+// the index parks it, a Wake (KIND_POLICY) asks its user's callback to move
+// it to its new effective time, and the follow-ups after it wait for that
+// too (they are put back, and the index hands out none after a parked one),
+// so the mark never passes a follow-up that did not fire.
+//
 // The first tick after the partition was opened may be a replay (its offset
 // is at or below the last tick that moved the mark: the process stopped
 // before committing it). Then the calls fired since the tick was sent are
@@ -51,7 +58,7 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 				fired = append(older, fired...)
 			}
 			s.cfg.Logger.Info("replayed tick: publishing its calls again", "partition", part, "offset", ctx.Offset(), "calls", len(fired))
-			s.Stats.Republished.Add(int64(s.publish(ctx, part, fired, now, true)))
+			s.publish(ctx, part, fired, now, true)
 		}
 	}
 	s.wake(ctx, idx.TakeTimers(now, s.cfg.MaxFiresPerTick))
@@ -59,9 +66,12 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 	if len(due) == 0 {
 		return
 	}
-	s.Stats.Fired.Add(int64(s.publish(ctx, part, due, now, false)))
+	done := s.publish(ctx, part, due, now, false)
+	if len(done) == 0 {
+		return // the first due follow-up is parked: the mark stays before it
+	}
 	next := mark
-	next.Through = due[len(due)-1]
+	next.Through = done[len(done)-1]
 	next.LastTick = max(mark.LastTick, ctx.Offset())
 	if now.Sub(time.Unix(0, mark.StagedAt)) >= s.cfg.ReplayKeep {
 		next.Checkpoint, next.Staged, next.StagedAt = mark.Staged, mark.Through, now.UnixNano()
@@ -70,8 +80,14 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 }
 
 // publish emits the calls of the follow-ups at ps, reading each user's value
-// from the partition's store once. A replay also finds follow-ups the user's
-// value has since recorded as fired. It returns the calls emitted.
+// from the partition's store once, and returns the positions it is done
+// with: fired, or dead-lettered. A replay also finds follow-ups the user's
+// value has since recorded as fired, and fires all of them again.
+//
+// Otherwise a follow-up that must wait for the calling policy (mayFire) is
+// parked and its user woken (KIND_POLICY); the ones after it are put back
+// into the index, not fired, so the positions returned all come before
+// the first parked one and the mark can move to the last.
 //
 // Nothing is skipped silently: a store that cannot be read, or a follow-up
 // the index holds but its user's value does not, fails the partition
@@ -81,11 +97,14 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 // no phone to call) and would fail every replay the same way, so its
 // follow-up goes to the dead-letter topic as unreadable_state with the
 // stored bytes, for an operator to act on, and the partition goes on.
-func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, now time.Time, replay bool) int {
+func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, now time.Time, replay bool) (done []punctuation.Pos) {
 	table := s.punct.Table(part)
+	idx := s.punct.Index(part)
 	states := make(map[string]*pb.UserState)
 	firedAt := timestamppb.New(now)
-	n := 0
+	pol := s.policyNow()
+	blocked := false
+	calls := 0
 	for _, p := range ps {
 		st, ok := states[p.User]
 		if !ok {
@@ -98,6 +117,9 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, 
 				}
 				s.Stats.Unreadable.Add(1)
 				s.dlq.SendKey(ctx, p.User, re.Reason, fmt.Sprintf("follow-up %q due %s not called: %s", p.Task, p.Time().UTC().Format(time.RFC3339Nano), re.Detail), raw)
+				if !blocked {
+					done = append(done, p)
+				}
 				continue
 			}
 			states[p.User] = st
@@ -107,13 +129,35 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, 
 			ctx.Fail(fmt.Errorf("fire partition %d: follow-up %q of user %q due %s is in the due index but not in the user's value",
 				part, p.Task, p.User, p.Time().UTC().Format(time.RFC3339Nano)))
 		}
+		if !replay {
+			if !mayFire(pol, st, t) {
+				idx.Park(p)
+				ctx.Loopback(p.User, &pb.Wake{Kind: pb.Wake_KIND_POLICY, TaskId: p.Task, DueAt: t.GetDueAt(), At: firedAt})
+				s.Stats.Parked.Add(1)
+				blocked = true
+				continue
+			}
+			if blocked {
+				idx.PutBack(p)
+				continue
+			}
+		}
 		ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, CallID(p.User, t), firedAt))
-		n++
+		calls++
+		if t.GetRepeat() != nil { // its user's callback schedules the next occurrence
+			ctx.Loopback(p.User, &pb.Wake{Kind: pb.Wake_KIND_RECUR, TaskId: p.Task, DueAt: t.GetDueAt()})
+		}
+		done = append(done, p)
 	}
-	if !replay && s.cfg.Retain > 0 {
-		s.retainIdle(part, states, ps[len(ps)-1])
+	if replay {
+		s.Stats.Republished.Add(int64(calls))
+	} else {
+		s.Stats.Fired.Add(int64(calls))
+		if s.cfg.Retain > 0 && len(done) > 0 {
+			s.retainIdle(part, states, done[len(done)-1])
+		}
 	}
-	return n
+	return done
 }
 
 // retainIdle gives the users whose last pending follow-up this tick fired

@@ -1,14 +1,15 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/phone"
+	"github.com/ivrsched/ivrsched/recur"
 	"github.com/ivrsched/ivrsched/topology"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -89,20 +90,6 @@ func timestamp(what string, ts *timestamppb.Timestamp) (time.Time, error) {
 	return t, checkTime(what, t)
 }
 
-var e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
-
-var zones sync.Map // name → error (nil when valid)
-
-func checkZone(name string) error {
-	if v, ok := zones.Load(name); ok {
-		err, _ := v.(error)
-		return err
-	}
-	_, err := time.LoadLocation(name)
-	zones.Store(name, err)
-	return err
-}
-
 // Issued is when a command was issued: requested_at, else the record
 // timestamp. requested_at must lie within lim.MaxSkew of the record
 // timestamp, and both within [MinTime, MaxTime).
@@ -131,32 +118,48 @@ func Issued(cmd *pb.Command, recordTime time.Time, lim Limits) (time.Time, error
 // recordTime. It returns the command's user id and when it was issued
 // (Issued). The CLI runs the same checks before it produces.
 func Validate(key string, cmd *pb.Command, recordTime time.Time, lim Limits) (user string, issued time.Time, err error) {
-	user = cmd.GetUserId()
-	switch {
-	case user == "" && key == "":
-		return "", time.Time{}, reject(deadletter.ReasonMissingUserID, "no user id in key or value")
-	case user == "":
-		user = key
-	case key != user:
-		return "", time.Time{}, reject(deadletter.ReasonKeyMismatch, "record key %q differs from user id %q", key, user)
-	}
-	if strings.HasPrefix(user, topology.ReservedPrefix) {
-		return "", time.Time{}, reject(deadletter.ReasonReservedUserID, "user id %q starts with %q, which is reserved", user, topology.ReservedPrefix)
-	}
-	if issued, err = Issued(cmd, recordTime, lim); err != nil {
-		return user, time.Time{}, err
-	}
-	return user, issued, validateCommand(cmd, issued, lim)
+	c, err := validate(key, cmd, recordTime, lim)
+	return c.user, c.issued, err
 }
 
-func validateCommand(cmd *pb.Command, issued time.Time, lim Limits) error {
-	switch c := cmd.GetCommand().(type) {
+// checked is what validating a command learned, for applying it.
+type checked struct {
+	user   string
+	issued time.Time
+	// number is an Onboard's phone number with its region and zones (nil
+	// when the Onboard sets no phone): the numbering plan is read once.
+	number *phone.Number
+}
+
+func validate(key string, cmd *pb.Command, recordTime time.Time, lim Limits) (c checked, err error) {
+	c.user = cmd.GetUserId()
+	switch {
+	case c.user == "" && key == "":
+		return c, reject(deadletter.ReasonMissingUserID, "no user id in key or value")
+	case c.user == "":
+		c.user = key
+	case key != c.user:
+		return checked{}, reject(deadletter.ReasonKeyMismatch, "record key %q differs from user id %q", key, c.user)
+	}
+	if strings.HasPrefix(c.user, topology.ReservedPrefix) {
+		return checked{}, reject(deadletter.ReasonReservedUserID, "user id %q starts with %q, which is reserved", c.user, topology.ReservedPrefix)
+	}
+	if c.issued, err = Issued(cmd, recordTime, lim); err != nil {
+		c.issued = time.Time{}
+		return c, err
+	}
+	return c, validateCommand(cmd, &c, lim)
+}
+
+func validateCommand(cmd *pb.Command, c *checked, lim Limits) error {
+	issued := c.issued
+	switch cc := cmd.GetCommand().(type) {
 	case *pb.Command_Onboard:
-		return validateOnboard(c.Onboard, issued, lim)
+		return validateOnboard(cc.Onboard, c, lim)
 	case *pb.Command_Cancel, *pb.Command_Forget:
 		return nil
 	case *pb.Command_Reschedule:
-		r := c.Reschedule
+		r := cc.Reschedule
 		if r.GetTaskId() == "" {
 			return reject(deadletter.ReasonMissingTaskID, "reschedule needs a task id")
 		}
@@ -169,14 +172,23 @@ func validateCommand(cmd *pb.Command, issued time.Time, lim Limits) error {
 	}
 }
 
-func validateOnboard(o *pb.Onboard, issued time.Time, lim Limits) error {
-	if o.GetPhone() != "" && !e164.MatchString(o.GetPhone()) {
-		return reject(deadletter.ReasonInvalidPhone, "phone %q is not E.164 (like +14155550123)", o.GetPhone())
-	}
-	if tz := o.GetTimeZone(); tz != "" {
-		if err := checkZone(tz); err != nil {
-			return reject(deadletter.ReasonUnknownTimeZone, "time zone %q: %v", tz, err)
+func validateOnboard(o *pb.Onboard, c *checked, lim Limits) error {
+	issued := c.issued
+	tz := o.GetTimeZone()
+	if tz != "" {
+		if _, err := phone.LoadZone(tz); err != nil {
+			return reject(deadletter.ReasonUnknownTimeZone, "time zone: %v", err)
 		}
+	}
+	if o.GetPhone() != "" {
+		n, err := phone.Parse(o.GetPhone())
+		if err != nil {
+			return reject(deadletter.ReasonInvalidPhone, "%v", err)
+		}
+		if tz == "" && len(n.Zones) == 0 {
+			return reject(deadletter.ReasonNoTimeZone, "phone %s (region %s) has no time zone in the numbering plan; give the user's time_zone (there is no default zone)", n.E164, n.Region)
+		}
+		c.number = &n
 	}
 	base := issued
 	if o.GetOnboardedAt() != nil {
@@ -201,8 +213,35 @@ func validateOnboard(o *pb.Onboard, issued time.Time, lim Limits) error {
 		if lim.MaxPayload > 0 && len(f.GetPayload()) > lim.MaxPayload {
 			return reject(deadletter.ReasonPayloadTooLarge, "task %q payload is %d bytes, limit %d", id, len(f.GetPayload()), lim.MaxPayload)
 		}
+		if f.GetRepeat() != nil {
+			if _, err := repeatOf(id, f.GetRepeat()); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// repeatOf reads a follow-up's Repeat.
+func repeatOf(task string, r *pb.Repeat) (*recur.Recurrence, error) {
+	var until time.Time
+	if r.GetUntil() != nil {
+		var err error
+		if until, err = timestamp(fmt.Sprintf("task %q repeat.until", task), r.GetUntil()); err != nil {
+			return nil, err
+		}
+	}
+	if r.GetCount() > recur.MaxCount {
+		return nil, reject(deadletter.ReasonInvalidRepeat, "task %q: repeat.count %d is out of range; accepted: 0 (no limit) to %d", task, r.GetCount(), recur.MaxCount)
+	}
+	rec, err := recur.New(r.GetEvery(), r.GetCron(), int(r.GetCount()), until)
+	if err != nil {
+		if errors.Is(err, recur.ErrInvalid) {
+			return nil, reject(deadletter.ReasonInvalidRepeat, "task %q: %v", task, err)
+		}
+		return nil, err
+	}
+	return &rec, nil
 }
 
 // dueTime is a follow-up's due time: at, else delay after base.

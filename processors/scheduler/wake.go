@@ -9,13 +9,17 @@ import (
 	"github.com/ivrsched/ivrsched/deadletter"
 )
 
-// onWake handles a timer a tick found due, in the callback of its user's
+// onWake handles what a tick asks of a user, in the callback of its user's
 // key, which alone may write the user's value: a held follow-up fires once
 // it is due by this host's clock; a user with nothing pending whose
 // retention has passed is removed (a tombstone) and reported as
-// KIND_EXPIRED, so the dialer forgets the user too. A wake that no longer
-// applies (the user changed since) writes the value back as it is, which
-// puts what is still to come back into the due index.
+// KIND_EXPIRED, so the dialer forgets the user too; a follow-up the tick
+// parked because the calling policy changed moves to its new effective
+// time (KIND_DEFERRED); a recurring follow-up that fired is recorded and
+// its next occurrence scheduled (settle). A wake that no longer applies
+// (the user changed since) writes the value back as it is, which puts what
+// is still to come back into the due index and releases what the index
+// parked.
 func (s *Scheduler) onWake(ctx goka.Context, msg any) {
 	w, ok := msg.(*pb.Wake)
 	if !ok {
@@ -37,8 +41,35 @@ func (s *Scheduler) onWake(ctx goka.Context, msg any) {
 		s.event(ctx, pb.ScheduleEvent_KIND_EXPIRED, "", nil, "", "nothing pending and no activity for "+s.cfg.Retain.String())
 		return
 	}
+	if w.GetKind() == pb.Wake_KIND_POLICY {
+		s.wakeParked(ctx, st, w)
+	}
 	s.settle(ctx, st, true)
 	ctx.SetValue(st) // the storage wrapper puts what is still to come back into the due index
+}
+
+// wakeParked moves the follow-up a tick parked to its effective time under
+// the policy in force, counted from when the tick found that it must wait
+// (the Wake's time, so a replay computes the same). A follow-up that
+// changed since (moved, cancelled) is left as it is. One the policy allows
+// no call any more goes to the dead-letter topic.
+func (s *Scheduler) wakeParked(ctx goka.Context, st *pb.UserState, w *pb.Wake) {
+	for i, t := range st.Pending {
+		if t.GetTaskId() != w.GetTaskId() || t.GetHeld() || !t.GetDueAt().AsTime().Equal(w.GetDueAt().AsTime()) {
+			continue
+		}
+		deferred, err := s.applyPolicy(s.policyNow(), st, t, w.GetAt().AsTime())
+		if err != nil {
+			st.Pending = append(st.Pending[:i:i], st.Pending[i+1:]...)
+			s.dropTask(ctx, t, err)
+			return
+		}
+		if deferred {
+			s.reportDeferred(ctx, t)
+		}
+		sortPending(st.Pending)
+		return
+	}
 }
 
 // expired reports a user with nothing pending whose last due time and last

@@ -83,7 +83,8 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 	s.bin = bin
 	common := func(role string) []string {
 		args := []string{"--topic-prefix", s.name + "-", "--partitions", fmt.Sprint(env.Partitions),
-			"--data-dir", filepath.Join(s.data, role), "--log-level", "warn", "--instance-id", s.name + "-" + role, "--session-timeout", "6s"}
+			"--data-dir", filepath.Join(s.data, role), "--log-level", "warn", "--instance-id", s.name + "-" + role, "--session-timeout", "6s",
+			"--default-policy", "none"} // the benchmark's calls are due at any hour; extra flags may set a policy
 		return append(args, s.extra...)
 	}
 	if s.mode != Processes {
