@@ -17,6 +17,10 @@ import (
 // defaultJVMArgs and before WithJVMArgs, which can override them.
 var clusterJVMArgs = []string{"-Xms32m", "-Xmx256m"}
 
+// clusterStartTimeout is a cluster's default WithStartTimeout: three JVMs
+// starting at once on a loaded two-core machine took over 90 s.
+const clusterStartTimeout = 3 * time.Minute
+
 // Cluster is a KRaft cluster of several Kafka nodes on 127.0.0.1, each a
 // broker and a controller in its own JVM (a Broker). Kill and Restart one
 // node with its Broker's methods; the others keep serving as long as a
@@ -29,13 +33,14 @@ type Cluster struct {
 // one), node ids 1 to n, on free ports of 127.0.0.1, as Start does for one,
 // with smaller heaps (clusterJVMArgs). Kafka's internal topics get n
 // replicas; topics created without a replication factor get n too. It
-// returns once every node answers. Options apply to every node. Callers
+// returns once every node answers (within 3 minutes unless
+// WithStartTimeout says otherwise). Options apply to every node. Callers
 // must Stop the cluster.
 func StartCluster(ctx context.Context, n int, opts ...Option) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("kafkatest: cluster of %d nodes", n)
 	}
-	nodes, err := startNodes(ctx, n, append([]Option{WithJVMArgs(clusterJVMArgs...)}, opts...))
+	nodes, err := startNodes(ctx, n, append([]Option{WithJVMArgs(clusterJVMArgs...), WithStartTimeout(clusterStartTimeout)}, opts...))
 	if err != nil {
 		return nil, err
 	}

@@ -255,24 +255,15 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 	}
 }
 
-// createTopic creates topic with one replica and waits until every
-// partition has a leader.
+// createTopic creates topic and waits until every partition has a leader.
 func createTopic(t *testing.T, brokers []string, topic string, partitions int32) {
 	t.Helper()
-	createTopicWith(t, brokers, topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1})
-}
-
-// createTopicWith creates topic as detail says and waits until every
-// partition has a leader.
-func createTopicWith(t *testing.T, brokers []string, topic string, detail *sarama.TopicDetail) {
-	t.Helper()
-	partitions := detail.NumPartitions
 	admin, err := sarama.NewClusterAdmin(brokers, saramaConfig())
 	if err != nil {
 		t.Fatalf("NewClusterAdmin: %v", err)
 	}
 	defer admin.Close()
-	err = admin.CreateTopic(topic, detail, false)
+	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false)
 	if err != nil {
 		t.Fatalf("CreateTopic %s: %v", topic, err)
 	}
@@ -299,12 +290,7 @@ func createTopicWith(t *testing.T, brokers []string, topic string, detail *saram
 // produce sends value to the partition and checks the offset it got.
 func produce(t *testing.T, brokers []string, topic string, partition int32, value string, wantOffset int64) {
 	t.Helper()
-	produceWith(t, brokers, saramaConfig(), topic, partition, value, wantOffset)
-}
-
-func produceWith(t *testing.T, brokers []string, cfg *sarama.Config, topic string, partition int32, value string, wantOffset int64) {
-	t.Helper()
-	producer, err := sarama.NewSyncProducer(brokers, cfg)
+	producer, err := sarama.NewSyncProducer(brokers, saramaConfig())
 	if err != nil {
 		t.Fatalf("NewSyncProducer: %v", err)
 	}
