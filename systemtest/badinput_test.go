@@ -2,6 +2,7 @@ package systemtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
@@ -277,8 +278,22 @@ func produceRaw(t *testing.T, brokers, topic string, recs []rawRecord) {
 	for i, r := range recs {
 		msgs[i] = &sarama.ProducerMessage{Topic: topic, Partition: r.partition, Key: sarama.StringEncoder(r.key), Value: sarama.ByteEncoder(r.value), Timestamp: r.timestamp}
 	}
-	if err := p.SendMessages(msgs); err != nil {
-		t.Fatalf("produce: %v", err)
+	// A topic just created may not have its partition leaders everywhere
+	// yet: send what failed again.
+	for attempt := 0; ; attempt++ {
+		err := p.SendMessages(msgs)
+		var perrs sarama.ProducerErrors
+		if err == nil {
+			return
+		}
+		if !errors.As(err, &perrs) || attempt == 20 {
+			t.Fatalf("produce: %v", err)
+		}
+		msgs = msgs[:0]
+		for _, e := range perrs {
+			msgs = append(msgs, e.Msg)
+		}
+		time.Sleep(250 * time.Millisecond) // the broker's metadata has no event to await
 	}
 }
 
