@@ -77,6 +77,7 @@ type (
 	CallResult    = Proto[pb.CallResult, *pb.CallResult]
 	ScheduleEvent = Proto[pb.ScheduleEvent, *pb.ScheduleEvent]
 	DialerState   = Proto[pb.DialerState, *pb.DialerState]
+	CallStatus    = Proto[pb.CallStatus, *pb.CallStatus]
 	DeadLetter    = Proto[pb.DeadLetter, *pb.DeadLetter]
 )
 

@@ -13,7 +13,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0xff, 0xff, 0xff})
 	f.Add([]byte{0x0a, 0x02, 'u', '1', 0x12, 0x00})
-	codecs := []goka.Codec{Command{}, UserState{}, Tick{}, Wake{}, IVRCall{}, CallResult{}, ScheduleEvent{}, DialerState{}, DeadLetter{}}
+	codecs := []goka.Codec{Command{}, UserState{}, Tick{}, Wake{}, IVRCall{}, CallResult{}, ScheduleEvent{}, DialerState{}, CallStatus{}, DeadLetter{}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, c := range codecs {
 			v, err := c.Decode(data)

@@ -39,6 +39,12 @@ const (
 	Outcome_OUTCOME_NO_ANSWER Outcome = 3
 	Outcome_OUTCOME_BUSY      Outcome = 4
 	Outcome_OUTCOME_FAILED    Outcome = 5
+	// The phone rings (a status callback; more follows).
+	Outcome_OUTCOME_RINGING Outcome = 6
+	// The call was canceled before it was answered.
+	Outcome_OUTCOME_CANCELED Outcome = 7
+	// An answering machine or a fax answered (answering-machine detection).
+	Outcome_OUTCOME_MACHINE Outcome = 8
 )
 
 // Enum value maps for Outcome.
@@ -50,6 +56,9 @@ var (
 		3: "OUTCOME_NO_ANSWER",
 		4: "OUTCOME_BUSY",
 		5: "OUTCOME_FAILED",
+		6: "OUTCOME_RINGING",
+		7: "OUTCOME_CANCELED",
+		8: "OUTCOME_MACHINE",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED": 0,
@@ -58,6 +67,9 @@ var (
 		"OUTCOME_NO_ANSWER":   3,
 		"OUTCOME_BUSY":        4,
 		"OUTCOME_FAILED":      5,
+		"OUTCOME_RINGING":     6,
+		"OUTCOME_CANCELED":    7,
+		"OUTCOME_MACHINE":     8,
 	}
 )
 
@@ -1668,19 +1680,28 @@ func (x *IVRCall) GetOnboardedAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// CallResult is published on `ivr-results`, keyed by user id.
-// Next ID: 8
+// CallResult is published on `ivr-results`, keyed by user id: the
+// provider's answer to placing a call, then each status the provider reports
+// for it (status callbacks).
+// Next ID: 10
 type CallResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	TaskId        string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Outcome       Outcome                `protobuf:"varint,5,opt,name=outcome,proto3,enum=ivrsched.v1.Outcome" json:"outcome,omitempty"`
-	Detail        string                 `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	CallId  string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	UserId  string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	TaskId  string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt uint32                 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Outcome Outcome                `protobuf:"varint,5,opt,name=outcome,proto3,enum=ivrsched.v1.Outcome" json:"outcome,omitempty"`
+	Detail  string                 `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	At      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// The call's final outcome, published once per call id: answered (the
+	// call completed), no answer, busy, failed, canceled or machine. A
+	// provider that reports statuses sends non-final ones first (placed,
+	// ringing, answered while the call goes on).
+	Final bool `protobuf:"varint,8,opt,name=final,proto3" json:"final,omitempty"`
+	// The provider's id of the call (Twilio's CallSid), if it has one.
+	ProviderCallId string `protobuf:"bytes,9,opt,name=provider_call_id,json=providerCallId,proto3" json:"provider_call_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CallResult) Reset() {
@@ -1760,6 +1781,20 @@ func (x *CallResult) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *CallResult) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *CallResult) GetProviderCallId() string {
+	if x != nil {
+		return x.ProviderCallId
+	}
+	return ""
 }
 
 // ScheduleEvent reports what a command, the calling policy or retention did
@@ -1883,12 +1918,19 @@ func (x *ScheduleEvent) GetBlackout() string {
 	return ""
 }
 
-// DialerState is the dialer's group table value, keyed by user id: the calls
-// recently placed for the user, to drop duplicates by call id.
-// Next ID: 2
+// DialerState is the dialer's group table value, keyed by user id: the
+// calls being placed for the user and those recently placed, to drop
+// duplicates by call id.
+// Next ID: 3
 type DialerState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Calls         []*DialRecord          `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Calls placed recently, newest last, bounded in number.
+	Calls []*DialRecord `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
+	// Calls handed to placement that have no answer from the provider yet (in
+	// flight). After a crash the dialer places them again, with the same call
+	// id; the local store indexes the users that have some, so they are found
+	// without reading the table.
+	InFlight      []*IVRCall `protobuf:"bytes,2,rep,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1930,13 +1972,27 @@ func (x *DialerState) GetCalls() []*DialRecord {
 	return nil
 }
 
-// DialRecord is one call the dialer handled.
-// Next ID: 4
+func (x *DialerState) GetInFlight() []*IVRCall {
+	if x != nil {
+		return x.InFlight
+	}
+	return nil
+}
+
+// DialRecord is one call the dialer placed, and the latest status of it.
+// Next ID: 9
 type DialRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Outcome       Outcome                `protobuf:"varint,2,opt,name=outcome,proto3,enum=ivrsched.v1.Outcome" json:"outcome,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	CallId  string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Outcome Outcome                `protobuf:"varint,2,opt,name=outcome,proto3,enum=ivrsched.v1.Outcome" json:"outcome,omitempty"`
+	At      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	TaskId  string                 `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt uint32                 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The outcome is final: later statuses of the call are ignored.
+	Final          bool   `protobuf:"varint,6,opt,name=final,proto3" json:"final,omitempty"`
+	ProviderCallId string `protobuf:"bytes,7,opt,name=provider_call_id,json=providerCallId,proto3" json:"provider_call_id,omitempty"`
+	// Answering-machine detection reported a machine.
+	Machine       bool `protobuf:"varint,8,opt,name=machine,proto3" json:"machine,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1992,6 +2048,157 @@ func (x *DialRecord) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *DialRecord) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *DialRecord) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *DialRecord) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *DialRecord) GetProviderCallId() string {
+	if x != nil {
+		return x.ProviderCallId
+	}
+	return ""
+}
+
+func (x *DialRecord) GetMachine() bool {
+	if x != nil {
+		return x.Machine
+	}
+	return false
+}
+
+// CallStatus is what became of a call the dialer placed: the provider's
+// answer to the placement, or a status callback. Internal: the dialer's loop
+// topic (<group>-loop), keyed by user id; the dialer records it and
+// publishes it as a CallResult.
+// Next ID: 10
+type CallStatus struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	CallId         string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	UserId         string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Outcome        Outcome                `protobuf:"varint,3,opt,name=outcome,proto3,enum=ivrsched.v1.Outcome" json:"outcome,omitempty"`
+	Final          bool                   `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`
+	Detail         string                 `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	At             *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	ProviderCallId string                 `protobuf:"bytes,7,opt,name=provider_call_id,json=providerCallId,proto3" json:"provider_call_id,omitempty"`
+	// Set for the answer to the placement request, unset for a status
+	// callback.
+	Placement bool `protobuf:"varint,8,opt,name=placement,proto3" json:"placement,omitempty"`
+	// Requests the placement took (1 unless 429 or 5xx answers were retried).
+	Requests      uint32 `protobuf:"varint,9,opt,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallStatus) Reset() {
+	*x = CallStatus{}
+	mi := &file_ivrsched_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallStatus) ProtoMessage() {}
+
+func (x *CallStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallStatus.ProtoReflect.Descriptor instead.
+func (*CallStatus) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CallStatus) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallStatus) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *CallStatus) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *CallStatus) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *CallStatus) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *CallStatus) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *CallStatus) GetProviderCallId() string {
+	if x != nil {
+		return x.ProviderCallId
+	}
+	return ""
+}
+
+func (x *CallStatus) GetPlacement() bool {
+	if x != nil {
+		return x.Placement
+	}
+	return false
+}
+
+func (x *CallStatus) GetRequests() uint32 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
 // DeadLetter is a record a processor could not accept, on the `scheduler-dlq`
 // or `dialer-dlq` topic, keyed by the original key. The record's headers are
 // the original headers plus ivrsched-dlq-reason and ivrsched-dlq-source.
@@ -2017,7 +2224,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2236,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2249,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{20}
+	return file_ivrsched_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeadLetter) GetReason() string {
@@ -2134,7 +2341,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_ivrsched_proto_msgTypes[21]
+	mi := &file_ivrsched_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2353,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[21]
+	mi := &file_ivrsched_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2366,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{21}
+	return file_ivrsched_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Header) GetKey() string {
@@ -2300,7 +2507,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06action\x18\t \x01(\v2\x13.ivrsched.v1.ActionR\x06action\x12\x18\n" +
 	"\apayload\x18\n" +
 	" \x01(\fR\apayload\x12=\n" +
-	"\fonboarded_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vonboardedAt\"\xe5\x01\n" +
+	"\fonboarded_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vonboardedAt\"\xa5\x02\n" +
 	"\n" +
 	"CallResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
@@ -2309,7 +2516,9 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\rR\aattempt\x12.\n" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x14.ivrsched.v1.OutcomeR\aoutcome\x12\x16\n" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa5\x04\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
+	"\x05final\x18\b \x01(\bR\x05final\x12(\n" +
+	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\xa5\x04\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -2330,14 +2539,31 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x11KIND_UNKNOWN_TASK\x10\x04\x12\x12\n" +
 	"\x0eKIND_FORGOTTEN\x10\x05\x12\x10\n" +
 	"\fKIND_EXPIRED\x10\x06\x12\x11\n" +
-	"\rKIND_DEFERRED\x10\a\"<\n" +
+	"\rKIND_DEFERRED\x10\a\"o\n" +
 	"\vDialerState\x12-\n" +
-	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\"\x81\x01\n" +
+	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\x121\n" +
+	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\x8e\x02\n" +
 	"\n" +
 	"DialRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12.\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x14.ivrsched.v1.OutcomeR\aoutcome\x12*\n" +
-	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x8f\x03\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x17\n" +
+	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05final\x18\x06 \x01(\bR\x05final\x12(\n" +
+	"\x10provider_call_id\x18\a \x01(\tR\x0eproviderCallId\x12\x18\n" +
+	"\amachine\x18\b \x01(\bR\amachine\"\xac\x02\n" +
+	"\n" +
+	"CallStatus\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12.\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x14.ivrsched.v1.OutcomeR\aoutcome\x12\x14\n" +
+	"\x05final\x18\x04 \x01(\bR\x05final\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\x12*\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12(\n" +
+	"\x10provider_call_id\x18\a \x01(\tR\x0eproviderCallId\x12\x1c\n" +
+	"\tplacement\x18\b \x01(\bR\tplacement\x12\x1a\n" +
+	"\brequests\x18\t \x01(\rR\brequests\"\x8f\x03\n" +
 	"\n" +
 	"DeadLetter\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
@@ -2354,14 +2580,17 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\x89\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\xc9\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOUTCOME_PLACED\x10\x01\x12\x14\n" +
 	"\x10OUTCOME_ANSWERED\x10\x02\x12\x15\n" +
 	"\x11OUTCOME_NO_ANSWER\x10\x03\x12\x10\n" +
 	"\fOUTCOME_BUSY\x10\x04\x12\x12\n" +
-	"\x0eOUTCOME_FAILED\x10\x05Bc\n" +
+	"\x0eOUTCOME_FAILED\x10\x05\x12\x13\n" +
+	"\x0fOUTCOME_RINGING\x10\x06\x12\x14\n" +
+	"\x10OUTCOME_CANCELED\x10\a\x12\x13\n" +
+	"\x0fOUTCOME_MACHINE\x10\bBc\n" +
 	"\x16com.github.ivrsched.v1B\rIvrschedProtoP\x01Z8github.com/ivrsched/ivrsched/codec/ivrschedpb;ivrschedpbb\x06proto3"
 
 var (
@@ -2377,7 +2606,7 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 }
 
 var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
 	(Wake_Kind)(0),                // 1: ivrsched.v1.Wake.Kind
@@ -2402,69 +2631,73 @@ var file_ivrsched_proto_goTypes = []any{
 	(*ScheduleEvent)(nil),         // 20: ivrsched.v1.ScheduleEvent
 	(*DialerState)(nil),           // 21: ivrsched.v1.DialerState
 	(*DialRecord)(nil),            // 22: ivrsched.v1.DialRecord
-	(*DeadLetter)(nil),            // 23: ivrsched.v1.DeadLetter
-	(*Header)(nil),                // 24: ivrsched.v1.Header
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*CallStatus)(nil),            // 23: ivrsched.v1.CallStatus
+	(*DeadLetter)(nil),            // 24: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 25: ivrsched.v1.Header
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
 	4,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
 	8,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
 	10, // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
 	9,  // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
-	25, // 4: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	25, // 5: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	26, // 4: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	26, // 5: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
 	5,  // 6: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	26, // 7: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	25, // 8: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	27, // 7: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	26, // 8: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
 	7,  // 9: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
 	6,  // 10: ivrsched.v1.FollowUp.repeat:type_name -> ivrsched.v1.Repeat
-	25, // 11: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
-	26, // 12: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	25, // 13: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	25, // 14: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	26, // 11: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
+	27, // 12: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	26, // 13: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	26, // 14: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
 	14, // 15: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
 	15, // 16: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
 	13, // 17: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
-	25, // 18: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
-	25, // 19: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
+	26, // 18: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
+	26, // 19: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
 	12, // 20: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
 	12, // 21: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
-	25, // 22: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
+	26, // 22: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
 	12, // 23: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
-	25, // 24: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	26, // 24: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
 	7,  // 25: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
-	25, // 26: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
+	26, // 26: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
 	6,  // 27: ivrsched.v1.Task.repeat:type_name -> ivrsched.v1.Repeat
-	25, // 28: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
+	26, // 28: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
 	14, // 29: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	25, // 30: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	25, // 31: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	26, // 30: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	26, // 31: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
 	12, // 32: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
 	1,  // 33: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
-	25, // 34: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
-	25, // 35: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
-	25, // 36: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	25, // 37: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	26, // 34: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
+	26, // 35: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
+	26, // 36: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	26, // 37: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
 	7,  // 38: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	25, // 39: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	26, // 39: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
 	0,  // 40: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	25, // 41: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	26, // 41: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
 	2,  // 42: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	25, // 43: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	25, // 44: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
-	25, // 45: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
+	26, // 43: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	26, // 44: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	26, // 45: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
 	22, // 46: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
-	0,  // 47: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	25, // 48: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	25, // 49: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
-	24, // 50: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
-	25, // 51: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	18, // 47: ivrsched.v1.DialerState.in_flight:type_name -> ivrsched.v1.IVRCall
+	0,  // 48: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
+	26, // 49: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	0,  // 50: ivrsched.v1.CallStatus.outcome:type_name -> ivrsched.v1.Outcome
+	26, // 51: ivrsched.v1.CallStatus.at:type_name -> google.protobuf.Timestamp
+	26, // 52: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	25, // 53: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	26, // 54: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -2492,7 +2725,7 @@ func file_ivrsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
