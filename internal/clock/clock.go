@@ -28,6 +28,7 @@ type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
 	waiters []waiter
+	added   *sync.Cond // broadcast when After adds a waiter
 }
 
 type waiter struct {
@@ -36,7 +37,11 @@ type waiter struct {
 }
 
 // NewFake returns a fake clock set to t.
-func NewFake(t time.Time) *Fake { return &Fake{now: t} }
+func NewFake(t time.Time) *Fake {
+	f := &Fake{now: t}
+	f.added = sync.NewCond(&f.mu)
+	return f
+}
 
 // Now returns the fake time.
 func (f *Fake) Now() time.Time {
@@ -56,7 +61,18 @@ func (f *Fake) After(d time.Duration) <-chan time.Time {
 		return ch
 	}
 	f.waiters = append(f.waiters, waiter{at: at, ch: ch})
+	f.added.Broadcast()
 	return ch
+}
+
+// BlockUntil returns once n goroutines wait on the clock (After channels
+// not yet delivered), so a test moves the time only after they wait.
+func (f *Fake) BlockUntil(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.waiters) < n {
+		f.added.Wait()
+	}
 }
 
 // Advance moves the time forward by d and wakes the waiters that are due.

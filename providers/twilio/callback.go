@@ -1,0 +1,176 @@
+package twilio
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/providers"
+)
+
+// CallbackPath is where ivrsched's web server takes Twilio's status
+// callbacks.
+const CallbackPath = "/callbacks/twilio"
+
+// SignatureHeader is the header of Twilio's request signature.
+const SignatureHeader = "X-Twilio-Signature"
+
+// Signature is Twilio's signature of a request to fullURL with the POST
+// parameters params: the base64 HMAC-SHA1, keyed with the auth token, of the
+// URL followed by each parameter's name and value, sorted by name (and by
+// value for a repeated name).
+func Signature(authToken, fullURL string, params url.Values) string {
+	m := hmac.New(sha1.New, []byte(authToken))
+	m.Write([]byte(fullURL))
+	names := make([]string, 0, len(params))
+	for k := range params {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		vs := slices.Clone(params[k])
+		slices.Sort(vs)
+		for _, v := range vs {
+			m.Write([]byte(k))
+			m.Write([]byte(v))
+		}
+	}
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// Callback is the status callback endpoint of the Twilio provider.
+//
+// Twilio POSTs the call's statuses (initiated, ringing, in-progress,
+// completed, busy, no-answer, failed, canceled) and the result of
+// answering-machine detection (AnsweredBy) to the URL the call was created
+// with: PublicURL + CallbackPath + ?call_id=...&user_id=... The signature is
+// checked against that URL as Twilio saw it (PublicURL, not the address a
+// proxy forwarded to). A request without a valid X-Twilio-Signature, or
+// whose Timestamp parameter is more than MaxAge away from now, gets 403 and
+// is counted; a verified status is published (StatusSink) before the
+// answer, 204.
+//
+// ServeHTTP is safe for concurrent use.
+type Callback struct {
+	AuthToken string
+	PublicURL string
+	Sink      providers.StatusSink
+	// MaxAge bounds the age of a callback's Timestamp; 0 means 10 minutes.
+	MaxAge time.Duration
+	Now    func() time.Time
+	Logger *slog.Logger
+	Stats  providers.CallbackStats
+}
+
+func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST a signed status", http.StatusMethodNotAllowed)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "unreadable form", http.StatusBadRequest)
+		return
+	}
+	full := strings.TrimRight(c.PublicURL, "/") + CallbackPath
+	if r.URL.RawQuery != "" {
+		full += "?" + r.URL.RawQuery
+	}
+	want := Signature(c.AuthToken, full, r.PostForm)
+	got := r.Header.Get(SignatureHeader)
+	if got == "" || !hmac.Equal([]byte(got), []byte(want)) {
+		c.reject(w, r, log, "invalid or missing signature")
+		return
+	}
+	maxAge := c.MaxAge
+	if maxAge <= 0 {
+		maxAge = 10 * time.Minute
+	}
+	if ts := r.PostForm.Get("Timestamp"); ts != "" {
+		at, err := time.Parse(time.RFC1123Z, ts)
+		if d := now().Sub(at); err != nil || d > maxAge || d < -maxAge {
+			c.reject(w, r, log, "stale or unreadable Timestamp "+ts)
+			return
+		}
+	}
+	q := r.URL.Query()
+	st, ok := status(r.PostForm)
+	st.CallID, st.UserID, st.At = q.Get("call_id"), q.Get("user_id"), now()
+	if !ok || st.CallID == "" || st.UserID == "" {
+		c.Stats.Invalid.Add(1)
+		http.Error(w, "want call_id and user_id in the URL, and a CallStatus or AnsweredBy", http.StatusBadRequest)
+		return
+	}
+	if err := c.Sink.Publish(r.Context(), st); err != nil {
+		c.Stats.Failed.Add(1)
+		log.Error("status callback not published", "call_id", st.CallID, "err", err)
+		http.Error(w, "not stored", http.StatusServiceUnavailable)
+		return
+	}
+	c.Stats.Accepted.Add(1)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (c *Callback) reject(w http.ResponseWriter, r *http.Request, log *slog.Logger, why string) {
+	c.Stats.Rejected.Add(1)
+	log.Warn("status callback refused", "endpoint", CallbackPath, "remote", r.RemoteAddr, "why", why)
+	http.Error(w, why, http.StatusForbidden)
+}
+
+// status reads a callback's parameters: CallStatus, or for an
+// answering-machine detection callback AnsweredBy alone.
+func status(f url.Values) (providers.Status, bool) {
+	s := providers.Status{ProviderCallID: f.Get("CallSid")}
+	machine := strings.HasPrefix(f.Get("AnsweredBy"), "machine") || f.Get("AnsweredBy") == "fax"
+	var details []string
+	for _, k := range []string{"CallStatus", "AnsweredBy", "CallDuration", "ErrorCode", "ErrorMessage", "SipResponseCode"} {
+		if v := f.Get(k); v != "" {
+			details = append(details, k+"="+v)
+		}
+	}
+	s.Detail = strings.Join(details, " ")
+	switch f.Get("CallStatus") {
+	case "queued", "initiated":
+		s.Outcome = pb.Outcome_OUTCOME_PLACED
+	case "ringing":
+		s.Outcome = pb.Outcome_OUTCOME_RINGING
+	case "in-progress":
+		s.Outcome = pb.Outcome_OUTCOME_ANSWERED
+	case "completed":
+		s.Outcome, s.Final = pb.Outcome_OUTCOME_ANSWERED, true
+	case "busy":
+		s.Outcome, s.Final = pb.Outcome_OUTCOME_BUSY, true
+	case "no-answer":
+		s.Outcome, s.Final = pb.Outcome_OUTCOME_NO_ANSWER, true
+	case "failed":
+		s.Outcome, s.Final = pb.Outcome_OUTCOME_FAILED, true
+	case "canceled":
+		s.Outcome, s.Final = pb.Outcome_OUTCOME_CANCELED, true
+	case "":
+		if f.Get("AnsweredBy") == "" {
+			return s, false
+		}
+		s.Outcome = pb.Outcome_OUTCOME_ANSWERED // a person (or unknown) answered
+	default:
+		return s, false
+	}
+	if machine && s.Outcome == pb.Outcome_OUTCOME_ANSWERED {
+		s.Outcome = pb.Outcome_OUTCOME_MACHINE
+	}
+	return s, true
+}

@@ -1,0 +1,245 @@
+package twilio_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/providers"
+	"github.com/ivrsched/ivrsched/providers/twilio"
+	"github.com/ivrsched/ivrsched/providers/twilio/twiliotest"
+)
+
+const (
+	sid   = "AC0123456789abcdef0123456789abcdef"
+	token = "auth-token-1"
+)
+
+func call(user, id, script string) *pb.IVRCall {
+	return &pb.IVRCall{CallId: id, UserId: user, TaskId: "t-" + id, Phone: "+14155550123", Attempt: 1, Action: &pb.Action{IvrScript: script}}
+}
+
+func newProvider(t *testing.T, api, public string, mod func(*twilio.Config)) *twilio.Provider {
+	t.Helper()
+	cfg := twilio.Config{AccountSID: sid, AuthToken: token, From: "+14155550100", API: api, PublicURL: public,
+		ScriptURL: "https://ivr.example/twiml/{script}"}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := twilio.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPlaceSendsWhatTwilioExpects(t *testing.T) {
+	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token})
+	defer fake.Close()
+	p := newProvider(t, fake.URL, "https://ivr.example/", func(c *twilio.Config) { c.MachineDetection = twilio.MachineDetectionEnable })
+
+	res, err := p.Place(context.Background(), call("user 1", "c-1", "welcome"))
+	if err != nil {
+		t.Fatalf("place: %v (refused: %v)", err, fake.Refused())
+	}
+	if res.Outcome != pb.Outcome_OUTCOME_PLACED || res.Final || !strings.HasPrefix(res.ProviderCallID, "CA") {
+		t.Fatalf("result %+v", res)
+	}
+	for _, script := range []string{"https://scripts.example/a.xml", "<Response><Say>Hi</Say></Response>"} {
+		if _, err := p.Place(context.Background(), call("u2", "c-"+script[:5], script)); err != nil {
+			t.Fatalf("script %q: %v", script, err)
+		}
+	}
+	calls := fake.Calls()
+	if len(calls) != 3 {
+		t.Fatalf("%d calls", len(calls))
+	}
+	f := calls[0].Form
+	cb, _ := url.Parse(f.Get("StatusCallback"))
+	if f.Get("To") != "+14155550123" || f.Get("From") != "+14155550100" || f.Get("Url") != "https://ivr.example/twiml/welcome" ||
+		cb.Host != "ivr.example" || cb.Path != twilio.CallbackPath || cb.Query().Get("call_id") != "c-1" || cb.Query().Get("user_id") != "user 1" ||
+		f.Get("MachineDetection") != "Enable" || f.Get("AsyncAmd") != "true" || f.Get("AsyncAmdStatusCallback") != f.Get("StatusCallback") ||
+		len(f["StatusCallbackEvent"]) != 4 || calls[0].IdempotencyKey != "c-1" {
+		t.Fatalf("form %v, key %q", f, calls[0].IdempotencyKey)
+	}
+	if calls[1].Form.Get("Url") != "https://scripts.example/a.xml" || calls[2].Form.Get("Twiml") != "<Response><Say>Hi</Say></Response>" {
+		t.Fatalf("scripts: %v / %v", calls[1].Form, calls[2].Form)
+	}
+	// A script name without a script URL cannot be placed.
+	bare := newProvider(t, fake.URL, "https://ivr.example", func(c *twilio.Config) { c.ScriptURL = "" })
+	if _, err := bare.Place(context.Background(), call("u", "c-x", "welcome")); err == nil || len(fake.Calls()) != 3 {
+		t.Fatalf("no script URL: %v", err)
+	}
+}
+
+func TestPlaceClassifiesAnswers(t *testing.T) {
+	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token})
+	defer fake.Close()
+	p := newProvider(t, fake.URL, "https://ivr.example", nil)
+
+	fake.FailNext(http.StatusTooManyRequests, http.StatusServiceUnavailable)
+	_, err := p.Place(context.Background(), call("u", "c-1", "w"))
+	if re, ok := providers.AsRetryable(err); !ok || re.Status != 429 || re.RetryAfter != time.Second {
+		t.Fatalf("429: %v", err)
+	}
+	_, err = p.Place(context.Background(), call("u", "c-1", "w"))
+	if re, ok := providers.AsRetryable(err); !ok || re.Status != 503 {
+		t.Fatalf("503: %v", err)
+	}
+	if _, err := p.Place(context.Background(), call("u", "c-1", "w")); err != nil {
+		t.Fatalf("after the failures: %v", err)
+	}
+
+	// Refusals are final, with Twilio's code and message.
+	_, err = p.Place(context.Background(), &pb.IVRCall{CallId: "c-2", UserId: "u", Phone: "12", Action: &pb.Action{IvrScript: "w"}})
+	if _, retry := providers.AsRetryable(err); err == nil || retry || !strings.Contains(err.Error(), "21205") {
+		t.Fatalf("invalid number: %v", err)
+	}
+	wrong := newProvider(t, fake.URL, "https://ivr.example", func(c *twilio.Config) { c.AuthToken = "wrong" })
+	_, err = wrong.Place(context.Background(), call("u", "c-3", "w"))
+	if _, retry := providers.AsRetryable(err); err == nil || retry || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("bad credentials: %v", err)
+	}
+}
+
+func TestSlowAnswerIsRetryable(t *testing.T) {
+	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token, Latency: 5 * time.Second})
+	defer fake.Close()
+	p := newProvider(t, fake.URL, "https://ivr.example", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := p.Place(ctx, call("u", "c-1", "w"))
+	if _, retry := providers.AsRetryable(err); !retry || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("slow answer: %v", err)
+	}
+}
+
+func TestFakeEnforcesCallsPerSecond(t *testing.T) {
+	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token, CPS: 1, Burst: 2})
+	defer fake.Close()
+	p := newProvider(t, fake.URL, "https://ivr.example", nil)
+	var n429 int
+	for i := range 4 {
+		_, err := p.Place(context.Background(), call("u", "c-"+string(rune('a'+i)), "w"))
+		if re, ok := providers.AsRetryable(err); ok && re.Status == 429 {
+			n429++
+		}
+	}
+	if n429 != 2 || fake.TooMany() != 2 || len(fake.Calls()) != 2 {
+		t.Fatalf("429s %d, fake counted %d, accepted %d", n429, fake.TooMany(), len(fake.Calls()))
+	}
+}
+
+type sink struct {
+	mu  sync.Mutex
+	got []providers.Status
+}
+
+func (s *sink) Publish(_ context.Context, st providers.Status) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, st)
+	return nil
+}
+
+// The fake places a call whose status callback goes to our endpoint; the
+// endpoint checks Twilio's signature against the public URL.
+func TestStatusCallbackRoundTrip(t *testing.T) {
+	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token})
+	defer fake.Close()
+	s := &sink{}
+	cb := &twilio.Callback{AuthToken: token, Sink: s}
+	mux := http.NewServeMux()
+	mux.Handle(twilio.CallbackPath, cb)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	cb.PublicURL = srv.URL
+	p := newProvider(t, fake.URL, srv.URL, func(c *twilio.Config) { c.MachineDetection = twilio.MachineDetectionEnable })
+	if _, err := p.Place(context.Background(), call("u-1", "c-1", "w")); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.Calls()[0]
+	steps := []struct {
+		status string
+		extra  url.Values
+		want   pb.Outcome
+		final  bool
+	}{
+		{"ringing", nil, pb.Outcome_OUTCOME_RINGING, false},
+		{"", url.Values{"AnsweredBy": {"machine_start"}}, pb.Outcome_OUTCOME_MACHINE, false},
+		{"completed", url.Values{"AnsweredBy": {"machine_end_beep"}, "CallDuration": {"31"}}, pb.Outcome_OUTCOME_MACHINE, true},
+	}
+	for _, st := range steps {
+		if code, err := fake.SendStatus(c, st.status, st.extra, true); err != nil || code != http.StatusNoContent {
+			t.Fatalf("%s: %d %v", st.status, code, err)
+		}
+	}
+	if code, err := fake.SendStatus(c, "completed", nil, false); err != nil || code != http.StatusForbidden {
+		t.Fatalf("bad signature: %d %v", code, err)
+	}
+	if len(s.got) != 3 || cb.Stats.Rejected.Load() != 1 || cb.Stats.Accepted.Load() != 3 {
+		t.Fatalf("published %+v, rejected %d", s.got, cb.Stats.Rejected.Load())
+	}
+	for i, st := range steps {
+		g := s.got[i]
+		if g.Outcome != st.want || g.Final != st.final || g.CallID != "c-1" || g.UserID != "u-1" || g.ProviderCallID != c.SID {
+			t.Errorf("step %d: %+v", i, g)
+		}
+	}
+}
+
+// Behind a proxy, Twilio signs the public URL; the endpoint checks that one
+// whatever address the request reached. A stale Timestamp is refused.
+func TestCallbackBehindProxyAndStale(t *testing.T) {
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	s := &sink{}
+	cb := &twilio.Callback{AuthToken: token, PublicURL: "https://ivr.example/base/", Sink: s, Now: func() time.Time { return now }}
+	public := "https://ivr.example/base" + twilio.CallbackPath + "?call_id=c-1&user_id=u-1"
+	send := func(signedURL string, at time.Time) int {
+		f := url.Values{"CallSid": {"CA1"}, "CallStatus": {"busy"}, "Timestamp": {at.Format(time.RFC1123Z)}}
+		r := httptest.NewRequest(http.MethodPost, "http://10.0.0.5:9095"+twilio.CallbackPath+"?call_id=c-1&user_id=u-1", strings.NewReader(f.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set(twilio.SignatureHeader, twilio.Signature(token, signedURL, f))
+		w := httptest.NewRecorder()
+		cb.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := send(public, now.Add(-time.Minute)); code != http.StatusNoContent {
+		t.Fatalf("public URL: %d", code)
+	}
+	if code := send("http://10.0.0.5:9095"+twilio.CallbackPath+"?call_id=c-1&user_id=u-1", now); code != http.StatusForbidden {
+		t.Fatalf("signed for the inner address: %d, want 403", code)
+	}
+	if code := send(public, now.Add(-time.Hour)); code != http.StatusForbidden {
+		t.Fatalf("stale: %d, want 403", code)
+	}
+	if len(s.got) != 1 || s.got[0].Outcome != pb.Outcome_OUTCOME_BUSY || !s.got[0].Final || cb.Stats.Rejected.Load() != 2 {
+		t.Fatalf("published %+v, rejected %d", s.got, cb.Stats.Rejected.Load())
+	}
+}
+
+func TestLoadCredentials(t *testing.T) {
+	env := map[string]string{twilio.EnvAccountSID: "ACenv", twilio.EnvAuthToken: "tok-env"}
+	if s, tok, err := twilio.LoadCredentials("", func(k string) string { return env[k] }); err != nil || s != "ACenv" || tok != "tok-env" {
+		t.Fatalf("env: %q %q %v", s, tok, err)
+	}
+	file := filepath.Join(t.TempDir(), "twilio.env")
+	if err := os.WriteFile(file, []byte("# creds\nexport TWILIO_ACCOUNT_SID=ACfile\nTWILIO_AUTH_TOKEN=\"tok-file\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, tok, err := twilio.LoadCredentials(file, func(k string) string { return env[k] }); err != nil || s != "ACfile" || tok != "tok-file" {
+		t.Fatalf("file: %q %q %v", s, tok, err)
+	}
+	if _, _, err := twilio.LoadCredentials("", func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), twilio.EnvAuthToken) {
+		t.Fatalf("missing: %v", err)
+	}
+}
