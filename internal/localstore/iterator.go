@@ -14,7 +14,7 @@ type kv struct {
 
 // mergedIterator iterates over a LevelDB snapshot with the overlay's
 // snapshot laid over it, in key order: an overlay value replaces LevelDB's,
-// an overlay delete hides it. It skips the offset key.
+// an overlay delete hides it. It skips the offset key and the marks.
 type mergedIterator struct {
 	db   iterator.Iterator
 	over []kv // sorted by key
@@ -33,11 +33,16 @@ func (m *mergedIterator) sortOverlay() {
 
 func (m *mergedIterator) advanceDB() {
 	m.dbValid = m.db.Next()
-	m.skipOffsetKey()
+	m.skipStoreKeys()
 }
 
-// skipOffsetKey steps past the offset key, which is no table state.
-func (m *mergedIterator) skipOffsetKey() {
+// skipStoreKeys steps past the marks and the offset key, which are no table
+// state: the marks in one seek (they are contiguous, and sort right before
+// the offset key).
+func (m *mergedIterator) skipStoreKeys() {
+	if m.dbValid && strings.HasPrefix(string(m.db.Key()), MarkPrefix) {
+		m.dbValid = m.db.Seek([]byte(markEnd))
+	}
 	if m.dbValid && string(m.db.Key()) == OffsetKey {
 		m.dbValid = m.db.Next()
 	}
@@ -92,7 +97,7 @@ func (m *mergedIterator) Release() { m.db.Release() }
 func (m *mergedIterator) Seek(key []byte) bool {
 	m.dbStale = false
 	m.dbValid = m.db.Seek(key)
-	m.skipOffsetKey()
+	m.skipStoreKeys()
 	m.oi, _ = slices.BinarySearchFunc(m.over, string(key), func(e kv, k string) int { return strings.Compare(e.k, k) })
 	return m.dbValid || m.oi < len(m.over)
 }

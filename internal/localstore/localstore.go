@@ -22,6 +22,11 @@
 // to a table topic is handed to the store of its partition. A processor
 // must use both Stores.Builder and Stores.Producer.
 //
+// A store can also mark keys (Stores.Mark): it keeps the keys whose value a
+// Marker accepts in an index of their own, written to LevelDB in the same
+// batches as the values, so that Marked lists them at a cost proportional
+// to their number, after a kill -9 too.
+//
 // Two processes must not share a partition directory: Open takes LevelDB's
 // directory lock (the LOCK file) before it looks at or wipes anything, and a
 // second Open of the same directory fails with an error naming it.
@@ -62,6 +67,18 @@ import (
 // the changelog: it is wiped.
 const OffsetKey = "__ivrsched-offset"
 
+// MarkPrefix starts the LevelDB keys of the marks: MarkPrefix + the marked
+// key. The marks sort right before OffsetKey; iterators skip them.
+const MarkPrefix = "__ivrsched-mark/"
+
+// markEnd is the first key after the marks.
+const markEnd = "__ivrsched-mark0"
+
+// Marker says whether a table value is marked. It is called on every write
+// (restored or acknowledged), from the store's writer and Goka's recovery,
+// so it must be cheap and safe for concurrent use.
+type Marker func(value []byte) bool
+
 // Files LevelDB's file storage holds open while the database directory is
 // locked. They carry no table state and are kept when the state is wiped:
 // deleting LOCK while holding it would let another process lock a fresh inode
@@ -83,8 +100,9 @@ const restoreBatch = 1000
 // Stores are the local stores of the group tables of one process's
 // processors, under one directory: dir/<topic>.<partition>.
 type Stores struct {
-	dir string
-	log *slog.Logger
+	dir    string
+	log    *slog.Logger
+	marker Marker
 
 	// MaxOffline: a store last caught up with its changelog longer ago
 	// than this is wiped and restored from the changelog instead of
@@ -118,6 +136,10 @@ func (s *Stores) now() time.Time {
 	return s.Clock.Now()
 }
 
+// Mark makes the stores keep an index of the keys whose value m accepts
+// (see Marked). Call it before the stores are built.
+func (s *Stores) Mark(m Marker) { s.marker = m }
+
 // Builder returns a goka storage.Builder for these stores. It only validates
 // its arguments and allocates; all disk access happens in the storage's Open
 // and Close.
@@ -132,6 +154,7 @@ func (s *Stores) Builder() storage.Builder {
 		path := filepath.Join(s.dir, fmt.Sprintf("%s.%d", topic, partition))
 		return &store{
 			stores:    s,
+			marker:    s.marker,
 			topic:     topic,
 			partition: partition,
 			path:      path,
@@ -217,6 +240,7 @@ const (
 // acknowledged by the changelog in memory.
 type store struct {
 	stores    *Stores
+	marker    Marker // nil: no marks
 	topic     string
 	partition int32
 	path      string
@@ -534,11 +558,7 @@ func (s *store) write(key string, value []byte) error {
 	defer s.mu.Unlock()
 	if !s.recovered.Load() {
 		s.restored++
-		if value == nil {
-			s.batch.Delete([]byte(key))
-		} else {
-			s.batch.Put([]byte(key), value)
-		}
+		s.put(s.batch, key, value)
 		if s.batch.Len() < restoreBatch {
 			return nil
 		}
@@ -558,6 +578,61 @@ func (s *store) write(key string, value []byte) error {
 	e.value = value
 	e.inflight++
 	return nil
+}
+
+// put adds a write of key (a delete if value is nil) to b, and its mark's.
+func (s *store) put(b *leveldb.Batch, key string, value []byte) {
+	if value == nil {
+		b.Delete([]byte(key))
+	} else {
+		b.Put([]byte(key), value)
+	}
+	if s.marker == nil {
+		return
+	}
+	if value != nil && s.marker(value) {
+		b.Put([]byte(MarkPrefix+key), nil)
+	} else {
+		b.Delete([]byte(MarkPrefix + key))
+	}
+}
+
+// Marked returns the keys whose value is marked (Stores.Mark), reading
+// only the marks: its cost is proportional to their number, not to the
+// table's.
+func (s *store) Marked() ([]string, error) {
+	if s.db == nil {
+		return nil, errNotOpen
+	}
+	if s.marker == nil {
+		return nil, fmt.Errorf("localstore: %s keeps no marks", s.path)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.recovered.Load() {
+		if err := s.writeRestored(); err != nil {
+			return nil, err
+		}
+	}
+	var out []string
+	// The overlay holds the newest value of its keys; LevelDB the rest.
+	for k, e := range s.overlay {
+		if e.value != nil && s.marker(e.value) {
+			out = append(out, k)
+		}
+	}
+	it := s.db.NewIterator(&util.Range{Start: []byte(MarkPrefix), Limit: []byte(markEnd)}, nil)
+	defer it.Release()
+	for it.Next() {
+		k := string(it.Key()[len(MarkPrefix):])
+		if _, over := s.overlay[k]; !over {
+			out = append(out, k)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("localstore: read marks in %s: %w", s.path, err)
+	}
+	return out, nil
 }
 
 // writeRestored writes the restored records not written yet, with the offset
@@ -625,11 +700,7 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 	}
 	b.Reset()
 	for _, a := range acks {
-		if a.value == nil {
-			b.Delete([]byte(a.key))
-		} else {
-			b.Put([]byte(a.key), a.value)
-		}
+		s.put(b, a.key, a.value)
 		offset = max(offset, a.offset)
 	}
 	putOffset(b, offset, s.stores.now())
