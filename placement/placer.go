@@ -1,0 +1,468 @@
+// Package placement places the dialer's calls off its partition goroutines:
+// a pool of workers (at most --max-in-flight calls at a time), a
+// calls-per-second bucket the workers share (--cps, of which this process
+// takes the share of the partitions it owns), and retries of 429 and 5xx
+// answers with backoff and Retry-After within each call's deadline. It
+// keeps, through a wrapper of the dialer table's storage, the calls in
+// flight of each partition this process owns, and places again those the
+// table says are in flight when a partition comes (after a crash or a
+// rebalance). Each placement's answer goes to the dialer's loop topic, where
+// the dialer records it. docs/design.md explains why nothing is lost or
+// placed twice.
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lovoo/goka"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/providers"
+	"github.com/ivrsched/ivrsched/ratelimit"
+)
+
+// Emitter takes the placements' answers: a *pb.CallStatus keyed by user id,
+// for the dialer's loop topic (a *goka.Emitter). Emit is called
+// concurrently from the workers.
+type Emitter interface {
+	Emit(key string, msg any) (*goka.Promise, error)
+}
+
+// Config configures the placer.
+type Config struct {
+	Provider providers.Provider
+	Results  Emitter
+	// Table is the dialer's table topic, whose partitions StorageBuilder
+	// wraps; Partitions is its partition count.
+	Table      string
+	Partitions int
+	// MaxInFlight is how many calls this process places at a time, each
+	// from its answer's wait for a token to its answer being stored.
+	MaxInFlight int
+	// CPS is the calls per second of the provider account, for the whole
+	// deployment (0: no limit): this process sends at most
+	// CPS × owned partitions / Partitions requests per second, retries
+	// included.
+	CPS float64
+	// CallTimeout bounds one request; Deadline all requests of one call
+	// (from the first request, waits for retries included).
+	CallTimeout, Deadline time.Duration
+	// MinBackoff doubles after each retryable answer, up to MaxBackoff; a
+	// longer Retry-After is honoured.
+	MinBackoff, MaxBackoff time.Duration
+	// Drain is how long requests under way may finish when the placer
+	// stops; a call cut off stays in flight in the table and is placed
+	// again at the next start.
+	Drain  time.Duration
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 100
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 1
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 10 * time.Second
+	}
+	if c.Deadline <= 0 {
+		c.Deadline = 2 * time.Minute
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 500 * time.Millisecond
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = max(30*time.Second, c.MinBackoff)
+	}
+	if c.Drain <= 0 {
+		c.Drain = c.CallTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Stats counts what the placer did since it started. Queued and Placing
+// are gauges.
+type Stats struct {
+	Queued, Placing atomic.Int64
+	// Answered: calls whose answer (placed or failed) was stored.
+	Answered, Failed atomic.Int64
+	// Requests sent, and those answered 429 or 5xx (then retried, or
+	// failed at the deadline).
+	Requests, TooMany, ServerErrors atomic.Int64
+	// Skipped: calls no longer in flight when their turn came (answered
+	// already, the user forgotten, or the partition gone to another owner).
+	Skipped atomic.Int64
+	// Resubmitted: calls found in flight when a partition came.
+	Resubmitted atomic.Int64
+}
+
+// ErrNotOwned is returned by Submit for a partition this process does not
+// own (any more).
+var ErrNotOwned = errors.New("placement: partition not owned")
+
+// Placer places calls. Submit is called from the dialer's partition
+// goroutines, Run once; the rest is safe for concurrent use.
+type Placer struct {
+	cfg    Config
+	bucket *ratelimit.Bucket // nil: no calls-per-second limit
+	queue  chan job
+	Stats  Stats
+
+	mu     sync.Mutex
+	owned  map[int32]*partition
+	busy   map[string]bool // user and call ids a worker is placing
+	active int             // queued or being placed
+	idle   chan struct{}   // closed when active drops to 0
+	jitter func() float64
+}
+
+type job struct {
+	part *partition
+	call *pb.IVRCall
+}
+
+// New returns a placer.
+func New(cfg Config) (*Placer, error) {
+	cfg.setDefaults()
+	switch {
+	case cfg.Provider == nil:
+		return nil, errors.New("placement: no provider")
+	case cfg.Results == nil:
+		return nil, errors.New("placement: nowhere to send the answers")
+	case cfg.Table == "":
+		return nil, errors.New("placement: no table topic")
+	case cfg.CPS < 0:
+		return nil, fmt.Errorf("placement: calls per second %v", cfg.CPS)
+	}
+	p := &Placer{
+		cfg: cfg,
+		// Enough queued to keep the workers busy while the partitions'
+		// callbacks hand over more; a full queue holds the callbacks back.
+		queue:  make(chan job, 4*cfg.MaxInFlight),
+		owned:  map[int32]*partition{},
+		busy:   map[string]bool{},
+		idle:   make(chan struct{}),
+		jitter: rand.Float64,
+	}
+	if cfg.CPS > 0 {
+		p.bucket = ratelimit.New(cfg.Clock, 0, 1) // no share until a partition is owned
+	}
+	return p, nil
+}
+
+// own makes part owned and takes its share of the calls per second.
+func (p *Placer) own(part *partition) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old := p.owned[part.id]; old != nil {
+		old.giveUp()
+	}
+	p.owned[part.id] = part
+	p.share()
+}
+
+// disown gives part up: its calls still queued are skipped.
+func (p *Placer) disown(part *partition) {
+	part.giveUp()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.owned[part.id] == part {
+		delete(p.owned, part.id)
+	}
+	p.share()
+}
+
+// share sets the bucket's rate to this process's share. Called with mu held.
+func (p *Placer) share() {
+	if p.bucket != nil {
+		p.bucket.SetRate(p.cfg.CPS * float64(len(p.owned)) / float64(p.cfg.Partitions))
+	}
+}
+
+// Rate is this process's calls per second now (0: no limit, or no
+// partition owned with a limit).
+func (p *Placer) Rate() float64 {
+	if p.bucket == nil {
+		return 0
+	}
+	return p.bucket.Rate()
+}
+
+// InFlight is how many calls the owned partitions list in flight.
+func (p *Placer) InFlight() int {
+	p.mu.Lock()
+	parts := make([]*partition, 0, len(p.owned))
+	for _, part := range p.owned {
+		parts = append(parts, part)
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, part := range parts {
+		n += part.count()
+	}
+	return n
+}
+
+// begin counts n calls as queued.
+func (p *Placer) begin(n int) {
+	p.mu.Lock()
+	p.active += n
+	p.mu.Unlock()
+	p.Stats.Queued.Add(int64(n))
+}
+
+func (p *Placer) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.active--; p.active == 0 {
+		close(p.idle)
+		p.idle = make(chan struct{})
+	}
+}
+
+// Idle returns a channel closed once nothing is queued or being placed
+// (closed already if nothing is).
+func (p *Placer) Idle() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.active == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return p.idle
+}
+
+// Submit queues a call the dialer recorded in flight in partition part's
+// table. It waits while the queue is full (holding the partition's
+// callback back) until ctx ends or the partition is given up; the call
+// stays in flight in the table then, and is placed by the partition's next
+// owner.
+func (p *Placer) Submit(ctx context.Context, part int32, call *pb.IVRCall) error {
+	p.mu.Lock()
+	owned := p.owned[part]
+	p.mu.Unlock()
+	if owned == nil {
+		return fmt.Errorf("%w: %d", ErrNotOwned, part)
+	}
+	p.begin(1)
+	return p.enqueue(ctx, job{part: owned, call: call})
+}
+
+// enqueue queues a job counted by begin.
+func (p *Placer) enqueue(ctx context.Context, j job) error {
+	select {
+	case p.queue <- j:
+		return nil
+	case <-ctx.Done():
+		p.Stats.Queued.Add(-1)
+		p.end()
+		return ctx.Err()
+	case <-j.part.done:
+		p.Stats.Queued.Add(-1)
+		p.end()
+		return fmt.Errorf("%w: %d", ErrNotOwned, j.part.id)
+	}
+}
+
+// resubmit queues, in the background, the calls a partition's table
+// listed in flight when it came to this process.
+func (p *Placer) resubmit(part *partition, calls []*pb.IVRCall) {
+	p.begin(len(calls))
+	go func() {
+		for i, c := range calls {
+			if p.enqueue(context.Background(), job{part: part, call: c}) != nil {
+				for range calls[i+1:] { // given up again
+					p.Stats.Queued.Add(-1)
+					p.end()
+				}
+				return
+			}
+			p.Stats.Resubmitted.Add(1)
+		}
+	}()
+}
+
+// Run runs the workers until ctx ends, then lets the requests under way
+// finish for up to Drain.
+func (p *Placer) Run(ctx context.Context) error {
+	placing, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+	var wg sync.WaitGroup
+	for range p.cfg.MaxInFlight {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case j := <-p.queue:
+					p.Stats.Queued.Add(-1)
+					p.handle(placing, j)
+					p.end()
+				}
+			}
+		})
+	}
+	<-ctx.Done()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-p.cfg.Clock.After(p.cfg.Drain):
+		p.cfg.Logger.Warn("placements cut off at shutdown; they are placed again at the next start", "placing", p.Stats.Placing.Load())
+		cut()
+		<-done
+	}
+	return nil
+}
+
+// handle places one call and stores its answer, unless it is no longer in
+// flight or another worker of this process places it.
+func (p *Placer) handle(ctx context.Context, j job) {
+	id, user := j.call.GetCallId(), j.call.GetUserId()
+	busy := user + "\x00" + id
+	if !j.part.has(user, id) || !p.claim(busy) {
+		p.Stats.Skipped.Add(1)
+		return
+	}
+	defer p.release(busy)
+	p.Stats.Placing.Add(1)
+	defer p.Stats.Placing.Add(-1)
+	st := p.place(ctx, j)
+	if st == nil {
+		return
+	}
+	if p.store(ctx, j, st) && st.GetOutcome() == pb.Outcome_OUTCOME_FAILED && st.GetFinal() {
+		p.Stats.Failed.Add(1)
+	}
+}
+
+func (p *Placer) claim(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.busy[id] {
+		return false
+	}
+	p.busy[id] = true
+	return true
+}
+
+func (p *Placer) release(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.busy, id)
+}
+
+// place sends the call until the provider answers it, refuses it for good,
+// or its deadline passes. It returns nil when the placer stops or the call
+// is no longer in flight: no answer is stored then.
+func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
+	c := j.call
+	var deadline time.Time
+	backoff := p.cfg.MinBackoff
+	for n := 1; ; n++ {
+		if p.bucket != nil {
+			if err := p.bucket.Wait(ctx); err != nil {
+				return nil
+			}
+		}
+		now := p.cfg.Clock.Now()
+		if n == 1 {
+			deadline = now.Add(p.cfg.Deadline)
+		} else if !now.Before(deadline) {
+			return failed(c, n-1, fmt.Errorf("the %v deadline passed waiting to send again", p.cfg.Deadline), now)
+		}
+		p.Stats.Requests.Add(1)
+		rctx, cancel := context.WithTimeout(ctx, min(p.cfg.CallTimeout, deadline.Sub(now)))
+		res, err := p.cfg.Provider.Place(rctx, c)
+		cancel()
+		if err == nil {
+			return &pb.CallStatus{CallId: c.GetCallId(), UserId: c.GetUserId(), Outcome: res.Outcome, Final: res.Final,
+				Detail: res.Detail, ProviderCallId: res.ProviderCallID, Placement: true, Requests: uint32(n), At: timestamppb.New(p.cfg.Clock.Now())}
+		}
+		if ctx.Err() != nil {
+			return nil // stopping: the call stays in flight
+		}
+		re, retry := providers.AsRetryable(err)
+		if !retry {
+			return failed(c, n, err, p.cfg.Clock.Now())
+		}
+		switch {
+		case re.Status == 429:
+			p.Stats.TooMany.Add(1)
+		case re.Status >= 500:
+			p.Stats.ServerErrors.Add(1)
+		}
+		wait := backoff/2 + time.Duration(p.jitter()*float64(backoff/2))
+		wait = max(wait, re.RetryAfter)
+		backoff = min(2*backoff, p.cfg.MaxBackoff)
+		if now = p.cfg.Clock.Now(); !now.Add(wait).Before(deadline) {
+			return failed(c, n, fmt.Errorf("gave up within the %v deadline: %w", p.cfg.Deadline, err), now)
+		}
+		p.cfg.Logger.Debug("call retried", "call_id", c.GetCallId(), "requests", n, "after", wait, "err", err)
+		select {
+		case <-p.cfg.Clock.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		if !j.part.has(c.GetUserId(), c.GetCallId()) {
+			p.Stats.Skipped.Add(1)
+			return nil
+		}
+	}
+}
+
+func failed(c *pb.IVRCall, requests int, err error, now time.Time) *pb.CallStatus {
+	return &pb.CallStatus{CallId: c.GetCallId(), UserId: c.GetUserId(), Outcome: pb.Outcome_OUTCOME_FAILED, Final: true,
+		Detail: fmt.Sprintf("%v (after %d requests)", err, requests), Placement: true, Requests: uint32(requests), At: timestamppb.New(now)}
+}
+
+// store sends the answer to the dialer's loop and waits for Kafka's
+// acknowledgement, trying again until it is stored, the partition is given
+// up (its next owner places the call again) or the placer stops.
+func (p *Placer) store(ctx context.Context, j job, st *pb.CallStatus) bool {
+	backoff := 100 * time.Millisecond
+	for {
+		err := emit(p.cfg.Results, st)
+		if err == nil {
+			p.Stats.Answered.Add(1)
+			return true
+		}
+		p.cfg.Logger.Error("answer of a placed call not stored; trying again", "call_id", st.GetCallId(), "err", err, "after", backoff)
+		select {
+		case <-p.cfg.Clock.After(backoff):
+		case <-ctx.Done():
+			return false
+		case <-j.part.done:
+			return false
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+func emit(e Emitter, st *pb.CallStatus) error {
+	prom, err := e.Emit(st.GetUserId(), st)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	prom.Then(func(err error) { done <- err })
+	return <-done
+}

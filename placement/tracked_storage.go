@@ -1,0 +1,161 @@
+package placement
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/lovoo/goka/storage"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+)
+
+// StorageBuilder wraps inner so that every partition of the dialer's table
+// tells the placer which calls are in flight, and which partitions this
+// process owns. Other topics' storages are returned unwrapped.
+func (p *Placer) StorageBuilder(inner storage.Builder) storage.Builder {
+	return func(topic string, part int32) (storage.Storage, error) {
+		st, err := inner(topic, part)
+		if err != nil || topic != p.cfg.Table {
+			return st, err
+		}
+		return &tracked{Storage: st, p: p, id: part}, nil
+	}
+}
+
+// marking is a store that indexes the users with calls in flight
+// (localstore with HasInFlight as its Marker).
+type marking interface {
+	Marked() ([]string, error)
+}
+
+// tracked is a partition of the dialer's table that keeps the placer's
+// view of its calls in flight current.
+//
+// While Goka restores the partition (until MarkRecovered) nothing is
+// tracked. MarkRecovered reads the calls in flight of the partition, the
+// partition becomes owned (its share of the calls per second is taken) and
+// the calls are submitted again, with their call ids: they were recorded in
+// flight before a crash or a rebalance and got no answer recorded since.
+// Then every Set and Delete of a user's value sets the user's calls in
+// flight. Close gives the partition up: its calls still queued are not
+// placed here (the next owner places them).
+//
+// Goka calls Set, Delete, MarkRecovered and Close on the partition's
+// goroutine; the workers read the partition's view concurrently.
+type tracked struct {
+	storage.Storage
+	p    *Placer
+	id   int32
+	part atomic.Pointer[partition] // nil until recovered and after Close
+}
+
+func (s *tracked) MarkRecovered() error {
+	if err := s.Storage.MarkRecovered(); err != nil {
+		return err
+	}
+	start := time.Now()
+	calls, scanned, err := s.inFlight()
+	if err != nil {
+		return fmt.Errorf("dialer partition %d: calls in flight: %w", s.id, err)
+	}
+	part := newPartition(s.id)
+	for _, c := range calls {
+		part.set(c.GetUserId(), append(part.users[c.GetUserId()], c.GetCallId()))
+	}
+	s.part.Store(part)
+	s.p.own(part)
+	s.p.cfg.Logger.Info("dialer partition owned", "partition", s.id, "calls_in_flight", len(calls),
+		"values_read", scanned, "took", time.Since(start).Round(time.Millisecond))
+	if len(calls) > 0 {
+		s.p.resubmit(part, calls)
+	}
+	return nil
+}
+
+// inFlight returns the partition's calls in flight: with a marking store
+// it reads only the users marked, else every value.
+func (s *tracked) inFlight() (calls []*pb.IVRCall, read int, err error) {
+	add := func(user string, raw []byte) error {
+		read++
+		if !HasInFlight(raw) {
+			return nil
+		}
+		st := &pb.DialerState{}
+		if err := proto.Unmarshal(raw, st); err != nil {
+			return fmt.Errorf("user %q: %w", user, err)
+		}
+		for _, c := range st.GetInFlight() {
+			if c.GetUserId() == "" {
+				c.UserId = user
+			}
+			calls = append(calls, c)
+		}
+		return nil
+	}
+	if m, ok := s.Storage.(marking); ok {
+		users, err := m.Marked()
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, u := range users {
+			raw, err := s.Storage.Get(u)
+			if err != nil {
+				return nil, read, err
+			}
+			if err := add(u, raw); err != nil {
+				return nil, read, err
+			}
+		}
+		return calls, read, nil
+	}
+	it, err := s.Storage.Iterator()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Release()
+	for it.Next() {
+		raw, err := it.Value()
+		if err != nil {
+			return nil, read, err
+		}
+		if err := add(string(it.Key()), raw); err != nil {
+			return nil, read, err
+		}
+	}
+	return calls, read, it.Err()
+}
+
+func (s *tracked) Set(key string, value []byte) error {
+	if err := s.Storage.Set(key, value); err != nil {
+		return err
+	}
+	part := s.part.Load()
+	if part == nil {
+		return nil
+	}
+	ids, err := InFlightIDs(value)
+	if err != nil {
+		return fmt.Errorf("dialer partition %d: %w", s.id, err)
+	}
+	part.set(key, ids)
+	return nil
+}
+
+func (s *tracked) Delete(key string) error {
+	if err := s.Storage.Delete(key); err != nil {
+		return err
+	}
+	if part := s.part.Load(); part != nil {
+		part.set(key, nil)
+	}
+	return nil
+}
+
+func (s *tracked) Close() error {
+	if part := s.part.Swap(nil); part != nil {
+		s.p.disown(part)
+	}
+	return s.Storage.Close()
+}
