@@ -187,6 +187,16 @@ func (k Kafka) topicManagerBuilder(brokers []string) (goka.TopicManager, error) 
 	return goka.TopicManagerBuilderWithConfig(k.Sarama(), k.topicManagerConfig())(brokers)
 }
 
+// LoopRetention makes a processor's topic manager expect its loop topic
+// with this retention (Goka checks the loop against its stream default).
+func (k Kafka) LoopRetention(d time.Duration) goka.ProcessorOption {
+	return goka.WithTopicManagerBuilder(func(brokers []string) (goka.TopicManager, error) {
+		tm := k.topicManagerConfig()
+		tm.Stream.Retention = d
+		return goka.TopicManagerBuilderWithConfig(k.Sarama(), tm)(brokers)
+	})
+}
+
 // ivrsched creates its topics itself (EnsureTopics), so Goka only checks.
 func (k Kafka) topicManagerConfig() *goka.TopicManagerConfig {
 	tm := goka.NewTopicManagerConfig()
@@ -212,6 +222,10 @@ const TombstoneRetention = 7 * 24 * time.Hour
 // lagging) while writes go on; with two down, writes fail and are retried
 // (the processor restarts) rather than acknowledged by one broker alone.
 func (k Kafka) MinInSyncReplicas() int { return max(1, k.Replication-1) }
+
+// DialerLoopRetention keeps the dialer's loop topic (the answers of
+// placements and the status callbacks) for a dialer that is down for days.
+const DialerLoopRetention = 7 * 24 * time.Hour
 
 // ErrTopicMismatch reports an existing topic that does not fit ivrsched.
 var ErrTopicMismatch = errors.New("topic mismatch")
@@ -242,6 +256,7 @@ func (t Topics) Specs() []TopicSpec {
 		{Name: string(t.Results), Retain: 7 * day},
 		{Name: string(t.Events), Retain: 7 * day},
 		{Name: string(t.DialerTable()), Compact: true},
+		{Name: string(t.DialerLoop()), Retain: DialerLoopRetention},
 		{Name: string(t.SchedulerDLQ), Retain: 30 * day},
 		{Name: string(t.DialerDLQ), Retain: 30 * day},
 		{Name: string(t.Policies), Compact: true, Partitions: 1}, // one key: the calling policy

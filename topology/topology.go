@@ -56,3 +56,8 @@ func (t Topics) SchedulerLoop() goka.Stream { return goka.Stream(string(t.Schedu
 
 // DialerTable is the dialer's group table: recent call ids per user.
 func (t Topics) DialerTable() goka.Table { return goka.GroupTable(t.Dialer) }
+
+// DialerLoop is the dialer's loop topic (Goka's <group>-loop): what became
+// of each call placed, from the placement workers and the status callbacks,
+// keyed by user id.
+func (t Topics) DialerLoop() goka.Stream { return goka.Stream(string(t.Dialer) + "-loop") }

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/app"
 	"github.com/ivrsched/ivrsched/policy"
-	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
 )
 
@@ -32,15 +30,15 @@ type roleFlags struct {
 	http          string
 	defaultDelay  time.Duration
 	defaultScript string
-	callTimeout   time.Duration
 	instanceID    string
 	session       time.Duration
-	provider      string
-	webhookURL    string
 	limits        limitFlags
 	tickGap       time.Duration
 	retain        time.Duration
 	defaultPolicy string
+	// The dialer's flags, registered by the commands that run it.
+	dialing bool
+	dialer  dialerFlags
 }
 
 func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault string) {
@@ -49,11 +47,8 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.StringVar(&r.http, "http", httpDefault, "web UI address (monitor and table query pages); empty for none")
 	fs.DurationVar(&r.defaultDelay, "default-delay", 24*time.Hour, "delay of the follow-up given to an onboarding event that has none")
 	fs.StringVar(&r.defaultScript, "default-script", "welcome", "IVR script of the default follow-up")
-	fs.DurationVar(&r.callTimeout, "call-timeout", 10*time.Second, "how long the provider may take to place one call")
 	fs.StringVar(&r.instanceID, "instance-id", "", "static group membership id, unique per instance: a restart gets its partitions back at once")
 	fs.DurationVar(&r.session, "session-timeout", 10*time.Second, "how long the group waits for a silent instance before moving its partitions")
-	fs.StringVar(&r.provider, "provider", "log", "how the dialer places calls: log (only logs them) or webhook (POST to --webhook-url; signed with $IVRSCHED_WEBHOOK_SECRET if set)")
-	fs.StringVar(&r.webhookURL, "webhook-url", "", "endpoint of the webhook provider")
 	r.limits.register(fs)
 	fs.DurationVar(&r.retain, "retain", 30*24*time.Hour, "remove a user with nothing pending once its last call and last command are this old (a tombstone, reported as expired on followup-events; the dialer forgets the user too); 0 keeps every user")
 	fs.StringVar(&r.defaultPolicy, "default-policy", "window", "the calling policy while none is set (ivrsched policy set): window (08:00-21:00 in the user's local time, every day) or none (every call at its due time)")
@@ -74,8 +69,6 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		return app.Config{}, badFlag("data-dir", "empty; want a directory path")
 	case r.defaultDelay < 0:
 		return app.Config{}, badFlag("default-delay", "%v; want a duration >= 0 like 24h", r.defaultDelay)
-	case r.callTimeout <= 0:
-		return app.Config{}, badFlag("call-timeout", "%v; want a positive duration like 10s", r.callTimeout)
 	}
 	if r.http != "" {
 		if err := checkHostPort(r.http); err != nil {
@@ -92,10 +85,6 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		return app.Config{}, badFlag("session-timeout", "%v; want 1s to 5m", r.session)
 	}
 	k.InstanceID, k.SessionTimeout = r.instanceID, r.session
-	prov, err := r.dialProvider()
-	if err != nil {
-		return app.Config{}, err
-	}
 	lim, err := r.limits.limits()
 	if err != nil {
 		return app.Config{}, err
@@ -108,9 +97,8 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 	default:
 		return app.Config{}, badFlag("default-policy", "%q; want window or none", r.defaultPolicy)
 	}
-	return app.Config{
+	cfg := app.Config{
 		DefaultPolicy: def,
-		Provider:      prov,
 		Limits:        lim,
 		TickGap:       r.tickGap,
 		Retain:        r.retain,
@@ -119,15 +107,22 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		DataDir:       r.dataDir,
 		HTTP:          r.http,
 		Default:       scheduler.DefaultFollowUp{Delay: r.defaultDelay, Action: &pb.Action{IvrScript: r.defaultScript}},
-		CallTimeout:   r.callTimeout,
 		Logger:        log,
-	}, nil
+	}
+	if r.dialing {
+		if err := r.dialer.apply(&cfg, os.Getenv); err != nil {
+			return app.Config{}, err
+		}
+	}
+	return cfg, nil
 }
 
 func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("run", "Runs scheduler, punctuation, dialer and the web UI in one process. Without --brokers it\nstarts an embedded Kafka-protocol broker that outside clients can use too.")
 	var r roleFlags
 	r.register(fs, "", "127.0.0.1:9095")
+	r.dialing = true
+	r.dialer.register(fs)
 	embeddedAddr := fs.String("embedded-addr", defaultBrokers, "address of the embedded broker (when --brokers is empty)")
 	demo := fs.Bool("demo", false, "also feed the sample onboarding events of --demo-file")
 	demoFile := fs.String("demo-file", filepath.Join("testdata", "demo-onboarding.jsonl"), "sample onboarding events, one protojson Command per line")
@@ -195,27 +190,14 @@ func roleConfig(name string, args []string, roles app.Roles) (app.Config, error)
 	fs := newFlagSet(name, fmt.Sprintf("Runs the %s role against --brokers. Start several instances, each with its own\n--data-dir, to share the partitions.", name))
 	var r roleFlags
 	r.register(fs, defaultBrokers, "")
+	if roles.Dialer {
+		r.dialing = true
+		r.dialer.register(fs)
+	}
 	if err := parse(fs, args); err != nil {
 		return app.Config{}, err
 	}
 	return r.config("ivrsched-" + name)
-}
-
-func (r *roleFlags) dialProvider() (dialer.Provider, error) {
-	switch r.provider {
-	case "log":
-		if r.webhookURL != "" {
-			return nil, badFlag("webhook-url", "set, but --provider is log; add --provider webhook")
-		}
-		return nil, nil // the dialer's default
-	case "webhook":
-		u, err := url.Parse(r.webhookURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, badFlag("webhook-url", "%q; want an http(s) URL like https://calls.example/ivr", r.webhookURL)
-		}
-		return &dialer.Webhook{URL: r.webhookURL, Secret: []byte(os.Getenv("IVRSCHED_WEBHOOK_SECRET"))}, nil
-	}
-	return nil, badFlag("provider", "%q; want log or webhook", r.provider)
 }
 
 // readDemo reads one protojson Command per line; blank and # lines are skipped.

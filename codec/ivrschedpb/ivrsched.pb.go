@@ -1980,7 +1980,7 @@ func (x *DialerState) GetInFlight() []*IVRCall {
 }
 
 // DialRecord is one call the dialer placed, and the latest status of it.
-// Next ID: 9
+// Next ID: 10
 type DialRecord struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	CallId  string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -1992,7 +1992,10 @@ type DialRecord struct {
 	Final          bool   `protobuf:"varint,6,opt,name=final,proto3" json:"final,omitempty"`
 	ProviderCallId string `protobuf:"bytes,7,opt,name=provider_call_id,json=providerCallId,proto3" json:"provider_call_id,omitempty"`
 	// Answering-machine detection reported a machine.
-	Machine       bool `protobuf:"varint,8,opt,name=machine,proto3" json:"machine,omitempty"`
+	Machine bool `protobuf:"varint,8,opt,name=machine,proto3" json:"machine,omitempty"`
+	// The dialer loop's offset of the last status recorded: a status at or
+	// below it is a replay after a crash, whose result is published again.
+	StatusOffset  int64 `protobuf:"varint,9,opt,name=status_offset,json=statusOffset,proto3" json:"status_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2081,6 +2084,13 @@ func (x *DialRecord) GetMachine() bool {
 		return x.Machine
 	}
 	return false
+}
+
+func (x *DialRecord) GetStatusOffset() int64 {
+	if x != nil {
+		return x.StatusOffset
+	}
+	return 0
 }
 
 // CallStatus is what became of a call the dialer placed: the provider's
@@ -2542,7 +2552,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\rKIND_DEFERRED\x10\a\"o\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\x121\n" +
-	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\x8e\x02\n" +
+	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\xb3\x02\n" +
 	"\n" +
 	"DialRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12.\n" +
@@ -2552,7 +2562,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x14\n" +
 	"\x05final\x18\x06 \x01(\bR\x05final\x12(\n" +
 	"\x10provider_call_id\x18\a \x01(\tR\x0eproviderCallId\x12\x18\n" +
-	"\amachine\x18\b \x01(\bR\amachine\"\xac\x02\n" +
+	"\amachine\x18\b \x01(\bR\amachine\x12#\n" +
+	"\rstatus_offset\x18\t \x01(\x03R\fstatusOffset\"\xac\x02\n" +
 	"\n" +
 	"CallStatus\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +

@@ -29,9 +29,13 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/localstore"
+	"github.com/ivrsched/ivrsched/placement"
 	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
+	"github.com/ivrsched/ivrsched/providers"
+	"github.com/ivrsched/ivrsched/providers/twilio"
+	"github.com/ivrsched/ivrsched/providers/webhook"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -58,8 +62,20 @@ type Config struct {
 	// every follow-up fires at its requested time. The CLI's default is
 	// policy.Default() (08:00 to 21:00 local time, every day).
 	DefaultPolicy *policy.Policy
-	Provider      dialer.Provider
-	CallTimeout   time.Duration
+
+	// The dialer's provider (providers.Log if nil) and how it is called:
+	// one request's timeout, one call's deadline (retries included), calls
+	// at a time in this process, calls per second of the deployment (0: no
+	// limit).
+	Provider     providers.Provider
+	CallTimeout  time.Duration
+	CallDeadline time.Duration
+	MaxInFlight  int
+	CPS          float64
+	// The status callback endpoints the dialer serves on HTTP, if any; Run
+	// sets their sink.
+	TwilioCallback  *twilio.Callback
+	WebhookCallback *webhook.Callback
 
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -76,6 +92,9 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: no data directory", topology.ErrConfig)
+	}
+	if (c.TwilioCallback != nil || c.WebhookCallback != nil) && c.HTTP == "" {
+		return fmt.Errorf("%w: status callbacks need a web server address", topology.ErrConfig)
 	}
 	return nil
 }
@@ -101,6 +120,7 @@ type Roles struct{ Scheduler, Dialer bool }
 type Running struct {
 	Scheduler *scheduler.Scheduler
 	Dialer    *dialer.Dialer
+	Placer    *placement.Placer
 	// Policy is the calling policy the scheduler applies (nil func without
 	// a scheduler role).
 	Policy func() *policy.Policy
@@ -188,22 +208,12 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Dialer {
-		stores := newStores(cfg, "dialer", log)
-		d, err := dialer.New(dialer.Config{
-			Topics:      cfg.Topics,
-			Provider:    cfg.Provider,
-			Storage:     stores.Builder(),
-			Clock:       cfg.Clock,
-			CallTimeout: cfg.CallTimeout,
-			Logger:      log.With("role", "dialer"),
-		})
+		d, pl, r, err := startDialer(ctx, g, cfg, opts, router, log)
 		if err != nil {
 			return err
 		}
-		run.Dialer = d
-		all = append(all, newRole("dialer", string(cfg.Topics.DialerTable()), log, cfg.Clock, func(extra ...goka.ProcessorOption) (*goka.Processor, error) {
-			return d.Processor(cfg.Kafka.Brokers, append(withStores(opts, stores, cfg.Kafka), extra...)...)
-		}).supervised(cfg.Kafka, cfg.Topics.Dialer))
+		run.Dialer, run.Placer = d, pl
+		all = append(all, r)
 	}
 	run.roles = all
 	for _, r := range all {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/processors/dialer"
+	"github.com/ivrsched/ivrsched/providers"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -32,14 +32,14 @@ type placed struct {
 	n     chan struct{}
 }
 
-func (p *placed) Place(_ context.Context, c *pb.IVRCall) (dialer.Result, error) {
+func (p *placed) Place(_ context.Context, c *pb.IVRCall) (providers.Result, error) {
 	now := time.Now()
 	p.mu.Lock()
 	p.calls = append(p.calls, c)
 	p.at = append(p.at, now)
 	p.mu.Unlock()
 	p.n <- struct{}{}
-	return dialer.Result{Outcome: pb.Outcome_OUTCOME_PLACED}, nil
+	return providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, Final: true}, nil
 }
 
 // End to end on the embedded broker, several partitions: every user's

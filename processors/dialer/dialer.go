@@ -1,13 +1,23 @@
 // Package dialer is the processor that places the calls published on
-// ivr-calls through a Provider, once per call id, and publishes each outcome
-// on ivr-results.
+// ivr-calls, once per call id, and publishes what becomes of them on
+// ivr-results.
 //
-// The dialer's group table holds, per user, the ids of the calls recently
-// handled. A call id seen before is dropped, so the duplicates that
-// at-least-once delivery produces upstream never reach the provider twice.
-// If the dialer dies between placing a call and recording it, the replay
-// places it again with the same call id: providers receive the call id as
-// an idempotency key.
+// Its callbacks never wait for a provider. onCall records a new call in
+// flight in its user's value and hands it to the placer (package
+// placement), which places it concurrently, under --max-in-flight and
+// --cps, and sends the provider's answer to the dialer's loop topic. The
+// provider's status callbacks (Publish) go to the same topic. onStatus
+// records each status in the user's value and publishes it as a
+// CallResult; the call's final outcome is published once (CallResult.final)
+// and handed to Config.OnFinal. onEvent erases a user's value when the
+// scheduler forgot or expired the user.
+//
+// A call id seen before (in flight or recently placed) is dropped, so the
+// duplicates that at-least-once delivery produces upstream never reach the
+// provider twice. A call recorded in flight and not answered when its
+// partition is restored (after a crash or a rebalance) is placed again with
+// the same call id, which providers receive as an idempotency key
+// (docs/design.md: why nothing is lost or placed twice).
 package dialer
 
 import (
@@ -16,12 +26,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
-	"time"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
@@ -30,51 +38,42 @@ import (
 	"github.com/ivrsched/ivrsched/topology"
 )
 
-// Provider places phone calls.
+// Placer places the calls the dialer records in flight (placement.Placer).
 //
-// Contract: call.CallId is an idempotency key. A provider that receives the
-// same call id twice must place the call at most once. Place must return
-// when ctx ends.
-type Provider interface {
-	Place(ctx context.Context, call *pb.IVRCall) (Result, error)
+// Submit is called from the partitions' callbacks, concurrently; it may
+// wait while the placer is full, until ctx ends. StorageBuilder wraps the
+// dialer table's storage so that the placer follows which calls are in
+// flight in the partitions this process owns.
+type Placer interface {
+	Submit(ctx context.Context, partition int32, call *pb.IVRCall) error
+	StorageBuilder(inner storage.Builder) storage.Builder
 }
 
-// Result is what the provider reports for a call.
-type Result struct {
-	Outcome pb.Outcome
-	Detail  string
-}
-
-// LogProvider places no call; it logs it and reports it placed. It is the
-// default provider, for demos and dry runs.
-type LogProvider struct{ Logger *slog.Logger }
-
-// Place logs the call.
-func (p LogProvider) Place(_ context.Context, c *pb.IVRCall) (Result, error) {
-	l := p.Logger
-	if l == nil {
-		l = slog.Default()
-	}
-	if !l.Enabled(context.Background(), slog.LevelInfo) {
-		return Result{Outcome: pb.Outcome_OUTCOME_PLACED}, nil // skip building the record
-	}
-	l.Info("call placed (log provider)", "call_id", c.GetCallId(), "user", c.GetUserId(), "task", c.GetTaskId(),
-		"phone", c.GetPhone(), "script", c.GetAction().GetIvrScript(), "due_at", c.GetDueAt().AsTime(),
-		"lateness", c.GetFiredAt().AsTime().Sub(c.GetDueAt().AsTime()))
-	return Result{Outcome: pb.Outcome_OUTCOME_PLACED}, nil
+// Emitter sends to the dialer's loop topic (a *goka.Emitter); Emit is
+// called concurrently from the status callback handlers.
+type Emitter interface {
+	Emit(key string, msg any) (*goka.Promise, error)
 }
 
 // Config configures the dialer.
 type Config struct {
-	Topics   topology.Topics
-	Provider Provider
-	// Storage builds the local store of each table partition; nil means Goka's default.
+	Topics topology.Topics
+	Placer Placer
+	// Loop sends status callbacks to the dialer's loop topic.
+	Loop Emitter
+	// Storage builds the local store of each table partition (wrapped by
+	// the placer's); nil means Goka's in-memory storage.
 	Storage storage.Builder
 	Clock   clock.Clock
-	// CallTimeout bounds one provider call; a call that times out is failed.
-	CallTimeout time.Duration
-	// History is how many handled call ids each user's state remembers.
+	// History is how many placed calls each user's value remembers.
 	History int
+	// OnFinal, if set, is called with each call's final outcome, once per
+	// call id (again only when a crash replays the status that made it
+	// final), inside the loop callback of the call's user: on the
+	// partition's goroutine, with that callback's context, so what it emits
+	// or writes is committed together with the outcome. It is where retries
+	// driven by the outcome start.
+	OnFinal func(ctx goka.Context, result *pb.CallResult)
 	Logger  *slog.Logger
 }
 
@@ -82,34 +81,46 @@ func (c *Config) setDefaults() {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = 10 * time.Second
-	}
 	if c.History <= 0 {
 		c.History = 64
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Provider == nil {
-		c.Provider = LogProvider{Logger: c.Logger}
+	if c.Storage == nil {
+		c.Storage = storage.MemoryBuilder()
 	}
 }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
-	if c.Topics.Dialer == "" {
+	switch {
+	case c.Topics.Dialer == "":
 		return errors.New("dialer: no topic names")
+	case c.Placer == nil:
+		return errors.New("dialer: no placer")
+	case c.Loop == nil:
+		return errors.New("dialer: no loop emitter")
 	}
 	return nil
 }
 
 // Stats counts what the dialer did since it started.
 type Stats struct {
-	Placed, Failed, Duplicates, Invalid atomic.Int64
+	// Accepted calls were recorded in flight and handed to the placer.
+	Accepted, Duplicates, Invalid atomic.Int64
+	// Placed and Failed count the placements' answers recorded.
+	Placed, Failed atomic.Int64
+	// Statuses recorded from status callbacks; Late ones came after the
+	// call's final outcome and were ignored; Unknown ones were for calls
+	// the user's value does not hold (forgotten, or long ago): published,
+	// not recorded.
+	Statuses, Late, Unknown atomic.Int64
+	// Finals published; Forgotten users erased.
+	Finals, Forgotten atomic.Int64
 }
 
-// Dialer holds the dialer's callback.
+// Dialer holds the dialer's callbacks.
 type Dialer struct {
 	cfg   Config
 	dlq   *deadletter.Writer
@@ -131,6 +142,8 @@ func (d *Dialer) Graph() *goka.GroupGraph {
 	t := d.cfg.Topics
 	return goka.DefineGroup(t.Dialer,
 		goka.Input(t.Calls, new(codec.IVRCall), d.onCall),
+		goka.Input(t.Events, new(codec.ScheduleEvent), d.onEvent),
+		goka.Loop(new(codec.CallStatus), d.onStatus),
 		goka.Output(t.Results, new(codec.CallResult)),
 		d.dlq.Edge(),
 		goka.Persist(new(codec.DialerState)),
@@ -139,14 +152,20 @@ func (d *Dialer) Graph() *goka.GroupGraph {
 
 // Processor builds the Goka processor; opts wire it to a cluster or a tester.
 func (d *Dialer) Processor(brokers []string, opts ...goka.ProcessorOption) (*goka.Processor, error) {
-	if d.cfg.Storage != nil {
-		opts = append(opts, goka.WithStorageBuilder(d.cfg.Storage))
-	}
+	opts = append(opts, goka.WithStorageBuilder(d.cfg.Placer.StorageBuilder(d.cfg.Storage)))
 	p, err := goka.NewProcessor(brokers, d.Graph(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dialer processor: %w", err)
 	}
 	return p, nil
+}
+
+func (d *Dialer) value(ctx goka.Context) *pb.DialerState {
+	st, _ := ctx.Value().(*pb.DialerState)
+	if st == nil {
+		st = &pb.DialerState{}
+	}
+	return st
 }
 
 func (d *Dialer) onCall(ctx goka.Context, msg any) {
@@ -163,37 +182,64 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 		d.dlq.Send(ctx, deadletter.ReasonMissingCallID, "an IVRCall needs a call id", b)
 		return
 	}
-	st, _ := ctx.Value().(*pb.DialerState)
-	if st == nil {
-		st = &pb.DialerState{}
+	st := d.value(ctx)
+	if inFlight(st, call.GetCallId()) >= 0 || record(st, call.GetCallId()) != nil {
+		d.Stats.Duplicates.Add(1)
+		return
 	}
-	for _, r := range st.GetCalls() {
-		if r.GetCallId() == call.GetCallId() {
-			d.Stats.Duplicates.Add(1)
-			return
+	if call.GetUserId() == "" {
+		call.UserId = ctx.Key()
+	}
+	st.InFlight = append(st.InFlight, call)
+	ctx.SetValue(st)
+	d.Stats.Accepted.Add(1)
+	if err := d.cfg.Placer.Submit(ctx.Context(), ctx.Partition(), call); err != nil && ctx.Context().Err() == nil {
+		// Not stopping, so this partition should be the placer's: restart
+		// it (the input replays, and the restored partition places what it
+		// holds in flight).
+		ctx.Fail(fmt.Errorf("dialer: hand call %s to the placer: %w", call.GetCallId(), err))
+	}
+	// Stopping: the call stays in flight in the table, and the partition's
+	// next owner places it.
+}
+
+// inFlight is the index of a call in flight in st, or -1.
+func inFlight(st *pb.DialerState, id string) int {
+	for i, c := range st.GetInFlight() {
+		if c.GetCallId() == id {
+			return i
 		}
 	}
+	return -1
+}
 
-	cctx, cancel := context.WithTimeout(ctx.Context(), d.cfg.CallTimeout)
-	res, err := d.cfg.Provider.Place(cctx, call)
-	cancel()
-	if err != nil {
-		res = Result{Outcome: pb.Outcome_OUTCOME_FAILED, Detail: err.Error()}
+// record is the record of a placed call in st, or nil.
+func record(st *pb.DialerState, id string) *pb.DialRecord {
+	for _, r := range st.GetCalls() {
+		if r.GetCallId() == id {
+			return r
+		}
 	}
-	if res.Outcome == pb.Outcome_OUTCOME_FAILED {
-		d.Stats.Failed.Add(1)
-		d.cfg.Logger.Warn("call failed", "call_id", call.GetCallId(), "user", ctx.Key(), "detail", res.Detail)
-	} else {
-		d.Stats.Placed.Add(1)
+	return nil
+}
+
+// onEvent forgets a user the scheduler forgot (a Forget command) or expired
+// (retention): the user's value is deleted, a tombstone in the changelog,
+// and the user's calls in flight with it; a call still queued in the placer
+// is then not placed. Other events are none of the dialer's business.
+func (d *Dialer) onEvent(ctx goka.Context, msg any) {
+	ev, ok := msg.(*pb.ScheduleEvent)
+	if !ok {
+		d.Stats.Invalid.Add(1)
+		u, _ := msg.(*codec.Undecodable)
+		d.dlq.Send(ctx, deadletter.ReasonUndecodable, fmt.Sprint(msg), u.GetData())
+		return
 	}
-	now := timestamppb.New(d.cfg.Clock.Now())
-	st.Calls = append(st.Calls, &pb.DialRecord{CallId: call.GetCallId(), Outcome: res.Outcome, At: now})
-	if n := len(st.Calls) - d.cfg.History; n > 0 {
-		st.Calls = append(st.Calls[:0:0], st.Calls[n:]...)
+	switch ev.GetKind() {
+	case pb.ScheduleEvent_KIND_FORGOTTEN, pb.ScheduleEvent_KIND_EXPIRED:
+		if ctx.Value() != nil {
+			ctx.Delete()
+		}
+		d.Stats.Forgotten.Add(1)
 	}
-	ctx.SetValue(st)
-	ctx.Emit(d.cfg.Topics.Results, ctx.Key(), &pb.CallResult{
-		CallId: call.GetCallId(), UserId: call.GetUserId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt(),
-		Outcome: res.Outcome, Detail: res.Detail, At: now,
-	})
 }

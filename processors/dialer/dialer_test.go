@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,111 +17,183 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/placement"
+	"github.com/ivrsched/ivrsched/providers"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
-// recorder is a provider that records every request.
+// recorder is a provider that records every request. It answers with
+// answer (default: answered, final), after gate lets it go if gate is set.
 type recorder struct {
-	mu    sync.Mutex
-	calls []string
-	fail  map[string]error
+	mu     sync.Mutex
+	calls  []string
+	fail   map[string]error
+	answer providers.Result
+	gate   chan struct{}
+	in     chan string // if set, told of each request
 }
 
-func (r *recorder) Place(ctx context.Context, c *pb.IVRCall) (Result, error) {
+func (r *recorder) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, c.GetCallId())
+	err, answer, gate := r.fail[c.GetCallId()], r.answer, r.gate
+	r.mu.Unlock()
+	if r.in != nil {
+		r.in <- c.GetCallId()
+	}
+	if gate != nil {
+		<-gate
+	}
+	if err != nil {
+		return providers.Result{}, err
+	}
+	if answer.Outcome == 0 {
+		answer = providers.Result{Outcome: pb.Outcome_OUTCOME_ANSWERED, Final: true}
+	}
+	return answer, nil
+}
+
+func (r *recorder) seen() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.calls = append(r.calls, c.GetCallId())
-	if err := r.fail[c.GetCallId()]; err != nil {
-		return Result{}, err
-	}
-	return Result{Outcome: pb.Outcome_OUTCOME_ANSWERED}, nil
+	return slices.Clone(r.calls)
 }
 
-func setup(t *testing.T, p Provider) (*tester.Tester, *Dialer, topology.Topics) {
+type harness struct {
+	tt      *tester.Tester
+	d       *Dialer
+	p       *placement.Placer
+	topics  topology.Topics
+	results *tester.QueueTracker
+	finals  []*pb.CallResult
+}
+
+func setup(t *testing.T, prov providers.Provider, maxInFlight int) *harness {
 	t.Helper()
-	tt := tester.New(t)
-	topics := topology.NewTopics("")
-	d, err := New(Config{Topics: topics, Provider: p, Clock: clock.NewFake(time.Unix(1e9, 0)), CallTimeout: time.Second, History: 3,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h := &harness{tt: tester.New(t), topics: topology.NewTopics("")}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	loop, err := goka.NewEmitter(nil, h.topics.DialerLoop(), new(codec.CallStatus), goka.WithEmitterTester(h.tt))
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := d.Processor(nil, goka.WithTester(tt))
+	h.p, err = placement.New(placement.Config{Provider: prov, Results: loop, Table: string(h.topics.DialerTable()), Partitions: 1,
+		MaxInFlight: maxInFlight, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d, err = New(Config{Topics: h.topics, Placer: h.p, Loop: loop, Storage: h.tt.StorageBuilder(),
+		Clock: clock.NewFake(time.Unix(1e9, 0)), History: 3, Logger: log,
+		OnFinal: func(_ goka.Context, r *pb.CallResult) { h.finals = append(h.finals, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.d.Graph().LoopStream().Topic(); got != string(h.topics.DialerLoop()) {
+		t.Fatalf("loop topic %s, topology says %s", got, h.topics.DialerLoop())
+	}
+	proc, err := h.d.Processor(nil, goka.WithTester(h.tt))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- proc.Run(ctx) }()
+	go func() { done <- h.p.Run(ctx) }()
+	h.results = h.tt.NewQueueTracker(string(h.topics.Results))
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("processor: %v", err)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
 		}
 	})
-	return tt, d, topics
+	return h
 }
 
 func call(user, id string) *pb.IVRCall {
 	return &pb.IVRCall{CallId: id, UserId: user, TaskId: "t-" + id, Phone: "+14155550123", Attempt: 1, DueAt: timestamppb.Now(), FiredAt: timestamppb.Now()}
 }
 
-func TestDuplicatesReachTheProviderOnce(t *testing.T) {
-	rec := &recorder{}
-	tt, d, topics := setup(t, rec)
-	results := tt.NewQueueTracker(string(topics.Results))
-	for _, id := range []string{"c1", "c2", "c1", "c1", "c2", "c3"} {
-		tt.Consume(string(topics.Calls), "u1", call("u1", id))
-	}
-	tt.Consume(string(topics.Calls), "u2", call("u2", "c1")) // another user: its own ids
-	if got := rec.calls; len(got) != 4 || got[0] != "c1" || got[1] != "c2" || got[2] != "c3" || got[3] != "c1" {
-		t.Fatalf("provider saw %v", got)
-	}
-	if d.Stats.Duplicates.Load() != 3 || d.Stats.Placed.Load() != 4 {
-		t.Fatalf("duplicates %d placed %d", d.Stats.Duplicates.Load(), d.Stats.Placed.Load())
-	}
-	var n int
+func (h *harness) call(user, id string) { h.tt.Consume(string(h.topics.Calls), user, call(user, id)) }
+
+// idle waits until the placer has placed everything and the answers are
+// recorded (the tester's emitter returns once they are processed).
+func (h *harness) idle() { <-h.p.Idle() }
+
+func (h *harness) allResults() []*pb.CallResult {
+	var out []*pb.CallResult
 	for {
-		key, v, ok := results.Next()
+		key, v, ok := h.results.Next()
 		if !ok {
-			break
+			return out
 		}
 		r := v.(*pb.CallResult)
-		if r.GetOutcome() != pb.Outcome_OUTCOME_ANSWERED || r.GetUserId() != key || r.GetTaskId() != "t-"+r.GetCallId() {
+		if r.GetUserId() != key {
+			panic("result keyed by another user")
+		}
+		out = append(out, r)
+	}
+}
+
+func (h *harness) state(user string) *pb.DialerState {
+	v, _ := h.tt.TableValue(h.topics.DialerTable(), user).(*pb.DialerState)
+	return v
+}
+
+func TestDuplicatesReachTheProviderOnce(t *testing.T) {
+	rec := &recorder{}
+	h := setup(t, rec, 4)
+	for _, id := range []string{"c1", "c2", "c1", "c1", "c2", "c3"} {
+		h.call("u1", id)
+	}
+	h.call("u2", "c1") // another user: its own ids
+	h.idle()
+	h.call("u1", "c2") // recorded by now
+	h.idle()
+	if got := slices.Sorted(slices.Values(rec.seen())); !slices.Equal(got, []string{"c1", "c1", "c2", "c3"}) {
+		t.Fatalf("provider saw %v", got)
+	}
+	if h.d.Stats.Duplicates.Load() != 4 || h.d.Stats.Accepted.Load() != 4 || h.d.Stats.Placed.Load() != 4 {
+		t.Fatalf("duplicates %d accepted %d placed %d", h.d.Stats.Duplicates.Load(), h.d.Stats.Accepted.Load(), h.d.Stats.Placed.Load())
+	}
+	res := h.allResults()
+	if len(res) != 4 || len(h.finals) != 4 {
+		t.Fatalf("%d results, %d finals, want 4", len(res), len(h.finals))
+	}
+	for _, r := range res {
+		if r.GetOutcome() != pb.Outcome_OUTCOME_ANSWERED || !r.GetFinal() || r.GetTaskId() != "t-"+r.GetCallId() || r.GetAttempt() != 1 {
 			t.Fatalf("result %v", r)
 		}
-		n++
 	}
-	if n != 4 {
-		t.Fatalf("%d results, want 4", n)
+	if st := h.state("u1"); len(st.GetInFlight()) != 0 || len(st.GetCalls()) != 3 {
+		t.Fatalf("u1's value %v", st)
 	}
 }
 
 func TestProviderErrorIsAFailedOutcome(t *testing.T) {
 	rec := &recorder{fail: map[string]error{"bad": errors.New("carrier unreachable")}}
-	tt, d, topics := setup(t, rec)
-	results := tt.NewQueueTracker(string(topics.Results))
-	tt.Consume(string(topics.Calls), "u1", call("u1", "bad"))
-	tt.Consume(string(topics.Calls), "u1", call("u1", "good"))
-	_, v, _ := results.Next()
-	if r := v.(*pb.CallResult); r.GetOutcome() != pb.Outcome_OUTCOME_FAILED || r.GetDetail() != "carrier unreachable" {
-		t.Fatalf("result %v", r)
+	h := setup(t, rec, 1)
+	h.call("u1", "bad")
+	h.idle()
+	h.call("u1", "good")
+	h.idle()
+	res := h.allResults()
+	if len(res) != 2 || res[0].GetOutcome() != pb.Outcome_OUTCOME_FAILED || !res[0].GetFinal() ||
+		res[0].GetDetail() != "carrier unreachable (after 1 requests)" || res[1].GetOutcome() != pb.Outcome_OUTCOME_ANSWERED {
+		t.Fatalf("results %v", res)
 	}
-	_, v, _ = results.Next()
-	if r := v.(*pb.CallResult); r.GetOutcome() != pb.Outcome_OUTCOME_ANSWERED {
-		t.Fatalf("result %v", r)
-	}
-	if d.Stats.Failed.Load() != 1 {
-		t.Fatalf("failed %d", d.Stats.Failed.Load())
+	if h.d.Stats.Failed.Load() != 1 || len(h.finals) != 2 {
+		t.Fatalf("failed %d, finals %d", h.d.Stats.Failed.Load(), len(h.finals))
 	}
 }
 
 func TestHistoryIsBounded(t *testing.T) {
-	tt, _, topics := setup(t, &recorder{})
+	h := setup(t, &recorder{}, 1)
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
-		tt.Consume(string(topics.Calls), "u1", call("u1", id))
+		h.call("u1", id)
+		h.idle()
 	}
-	st := tt.TableValue(topics.DialerTable(), "u1").(*pb.DialerState)
+	st := h.state("u1")
 	if len(st.GetCalls()) != 3 || st.GetCalls()[0].GetCallId() != "c" || st.GetCalls()[2].GetCallId() != "e" {
 		t.Fatalf("history %v", st.GetCalls())
 	}
@@ -128,13 +201,15 @@ func TestHistoryIsBounded(t *testing.T) {
 
 func TestInvalidCallsAreSkipped(t *testing.T) {
 	rec := &recorder{}
-	tt, d, topics := setup(t, rec)
-	dlq := tt.NewQueueTracker(string(topics.DialerDLQ))
-	tt.Consume(string(topics.Calls), "u1", &codec.Undecodable{Data: []byte{0xff, 0xff}})
-	tt.Consume(string(topics.Calls), "u1", call("u1", ""))
-	tt.Consume(string(topics.Calls), "u1", call("u1", "ok"))
-	if d.Stats.Invalid.Load() != 2 || len(rec.calls) != 1 {
-		t.Fatalf("invalid %d, provider %v", d.Stats.Invalid.Load(), rec.calls)
+	h := setup(t, rec, 1)
+	dlq := h.tt.NewQueueTracker(string(h.topics.DialerDLQ))
+	h.tt.Consume(string(h.topics.Calls), "u1", &codec.Undecodable{Data: []byte{0xff, 0xff}})
+	h.tt.Consume(string(h.topics.Calls), "u1", call("u1", ""))
+	h.tt.Consume(string(h.topics.Events), "u1", &codec.Undecodable{Data: []byte{0xff}})
+	h.call("u1", "ok")
+	h.idle()
+	if h.d.Stats.Invalid.Load() != 3 || len(rec.seen()) != 1 {
+		t.Fatalf("invalid %d, provider %v", h.d.Stats.Invalid.Load(), rec.seen())
 	}
 	var reasons []string
 	for {
@@ -144,7 +219,121 @@ func TestInvalidCallsAreSkipped(t *testing.T) {
 		}
 		reasons = append(reasons, v.(*pb.DeadLetter).GetReason())
 	}
-	if len(reasons) != 2 || reasons[0] != "undecodable" || reasons[1] != "missing_call_id" {
+	if !slices.Equal(reasons, []string{"undecodable", "missing_call_id", "undecodable"}) {
 		t.Fatalf("dead letters %v", reasons)
+	}
+}
+
+func status(user, id string, o pb.Outcome, final bool) providers.Status {
+	return providers.Status{CallID: id, UserID: user, Outcome: o, Final: final, ProviderCallID: "CA-" + id, At: time.Unix(2e9, 0)}
+}
+
+// A placed call's statuses are published as they come; the final one once,
+// to OnFinal too; a machine that answered makes the call end as machine.
+func TestStatusesAndTheFinalOutcome(t *testing.T) {
+	h := setup(t, &recorder{answer: providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "CA-c1"}}, 2)
+	h.call("u1", "c1")
+	h.idle()
+	ctx := context.Background()
+	for _, s := range []providers.Status{
+		status("u1", "c1", pb.Outcome_OUTCOME_PLACED, false),   // "initiated": nothing new
+		status("u1", "c1", pb.Outcome_OUTCOME_RINGING, false),  // published
+		status("u1", "c1", pb.Outcome_OUTCOME_RINGING, false),  // sent twice: nothing new
+		status("u1", "c1", pb.Outcome_OUTCOME_MACHINE, false),  // machine detection
+		status("u1", "c1", pb.Outcome_OUTCOME_ANSWERED, true),  // completed: ends as machine
+		status("u1", "c1", pb.Outcome_OUTCOME_NO_ANSWER, true), // after the final: late
+		status("u1", "gone", pb.Outcome_OUTCOME_BUSY, true),    // not in the user's value
+	} {
+		if err := h.d.Publish(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, r := range h.allResults() {
+		got = append(got, r.GetCallId()+":"+r.GetOutcome().String()+map[bool]string{true: ":final"}[r.GetFinal()])
+		if r.GetProviderCallId() == "" || (r.GetCallId() == "c1" && r.GetTaskId() != "t-c1") {
+			t.Errorf("result %v", r)
+		}
+	}
+	want := []string{"c1:OUTCOME_PLACED", "c1:OUTCOME_RINGING", "c1:OUTCOME_MACHINE", "c1:OUTCOME_MACHINE:final", "gone:OUTCOME_BUSY:final"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results %v\nwant    %v", got, want)
+	}
+	if len(h.finals) != 1 || h.finals[0].GetOutcome() != pb.Outcome_OUTCOME_MACHINE || h.d.Stats.Late.Load() != 1 || h.d.Stats.Unknown.Load() != 1 {
+		t.Fatalf("finals %v, late %d, unknown %d", h.finals, h.d.Stats.Late.Load(), h.d.Stats.Unknown.Load())
+	}
+	r := h.state("u1").GetCalls()[0]
+	if r.GetOutcome() != pb.Outcome_OUTCOME_MACHINE || !r.GetFinal() || !r.GetMachine() || r.GetProviderCallId() != "CA-c1" {
+		t.Fatalf("record %v", r)
+	}
+}
+
+// A status callback may come before the placement's answer is recorded:
+// the call counts as placed from then on.
+func TestCallbackBeforeThePlacementsAnswer(t *testing.T) {
+	rec := &recorder{answer: providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "CA-c1"}, gate: make(chan struct{}), in: make(chan string, 1)}
+	h := setup(t, rec, 2)
+	h.call("u1", "c1")
+	<-rec.in
+	if err := h.d.Publish(context.Background(), providers.Status{CallID: "c1", UserID: "u1", Outcome: pb.Outcome_OUTCOME_RINGING}); err != nil {
+		t.Fatal(err)
+	}
+	close(rec.gate)
+	h.idle()
+	res := h.allResults()
+	if len(res) != 1 || res[0].GetOutcome() != pb.Outcome_OUTCOME_RINGING {
+		t.Fatalf("results %v, want the ringing only", res)
+	}
+	if st := h.state("u1"); len(st.GetInFlight()) != 0 || st.GetCalls()[0].GetProviderCallId() != "CA-c1" {
+		t.Fatalf("value %v", st)
+	}
+}
+
+// A status replayed after a crash (at or below the offset its record holds)
+// publishes its result again: the record's write may have reached Kafka
+// without it.
+func TestReplayedStatusIsPublishedAgain(t *testing.T) {
+	h := setup(t, &recorder{}, 1)
+	h.tt.SetTableValue(h.topics.DialerTable(), "u1", &pb.DialerState{Calls: []*pb.DialRecord{
+		{CallId: "c1", TaskId: "t-c1", Attempt: 2, Outcome: pb.Outcome_OUTCOME_BUSY, Final: true, StatusOffset: 1 << 40}}})
+	h.tt.Consume(string(h.topics.DialerLoop()), "u1", &pb.CallStatus{CallId: "c1", UserId: "u1", Outcome: pb.Outcome_OUTCOME_BUSY, Final: true})
+	res := h.allResults()
+	if len(res) != 1 || res[0].GetOutcome() != pb.Outcome_OUTCOME_BUSY || !res[0].GetFinal() || res[0].GetAttempt() != 2 || len(h.finals) != 1 {
+		t.Fatalf("results %v, finals %v", res, h.finals)
+	}
+}
+
+// The scheduler forgot or expired a user: the dialer deletes the user's
+// value, and the user's calls not yet placed are not placed. Other events
+// change nothing.
+func TestForgottenUsersAreErased(t *testing.T) {
+	rec := &recorder{gate: make(chan struct{}), in: make(chan string, 8)}
+	h := setup(t, rec, 1)
+	h.call("u1", "c1")
+	<-rec.in // placing c1; the others wait in the queue
+	h.call("u2", "c2")
+	h.call("u2", "c3")
+	h.call("u3", "c4")
+	ev := func(user string, k pb.ScheduleEvent_Kind) {
+		h.tt.Consume(string(h.topics.Events), user, &pb.ScheduleEvent{UserId: user, Kind: k})
+	}
+	ev("u2", pb.ScheduleEvent_KIND_FORGOTTEN)
+	ev("u3", pb.ScheduleEvent_KIND_CANCELLED)
+	ev("u4", pb.ScheduleEvent_KIND_EXPIRED) // nothing to delete
+	if h.state("u2") != nil || len(h.state("u3").GetInFlight()) != 1 {
+		t.Fatalf("u2 %v, u3 %v", h.state("u2"), h.state("u3"))
+	}
+	close(rec.gate)
+	h.idle()
+	if got := rec.seen(); !slices.Equal(got, []string{"c1", "c4"}) {
+		t.Fatalf("placed %v, want c1 and c4 (u2's calls dropped)", got)
+	}
+	ev("u1", pb.ScheduleEvent_KIND_EXPIRED)
+	if h.state("u1") != nil || h.d.Stats.Forgotten.Load() != 3 {
+		t.Fatalf("u1 %v after expiry, forgotten %d", h.state("u1"), h.d.Stats.Forgotten.Load())
+	}
+	// A placement answered after its user was forgotten is published, not recorded.
+	if h.state("u2") != nil {
+		t.Fatal("forgotten user recorded again")
 	}
 }

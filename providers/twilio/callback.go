@@ -127,8 +127,8 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Callback) reject(w http.ResponseWriter, r *http.Request, log *slog.Logger, why string) {
-	c.Stats.Rejected.Add(1)
-	log.Warn("status callback refused", "endpoint", CallbackPath, "remote", r.RemoteAddr, "why", why)
+	n := c.Stats.Rejected.Add(1)
+	log.Warn("status callback refused", "endpoint", CallbackPath, "remote", r.RemoteAddr, "why", why, "refused_total", n)
 	http.Error(w, why, http.StatusForbidden)
 }
 

@@ -74,8 +74,8 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := Verify(c.Secret, r.Header.Get(SignatureHeader), body, now(), maxAge); err != nil {
-		c.Stats.Rejected.Add(1)
-		log.Warn("status callback refused", "endpoint", CallbackPath, "remote", r.RemoteAddr, "err", err)
+		n := c.Stats.Rejected.Add(1)
+		log.Warn("status callback refused", "endpoint", CallbackPath, "remote", r.RemoteAddr, "err", err, "refused_total", n)
 		http.Error(w, "invalid or stale signature", http.StatusForbidden)
 		return
 	}

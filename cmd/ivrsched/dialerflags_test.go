@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestDialerFlagErrors(t *testing.T) {
+	t.Setenv("TWILIO_ACCOUNT_SID", "")
+	t.Setenv("TWILIO_AUTH_TOKEN", "")
+	t.Setenv(webhookSecretEnv, "")
+	b := []string{"--brokers", "127.0.0.1:1"}
+	twilio := []string{"dialer", "--provider", "twilio", "--http", "127.0.0.1:0", "--twilio-from", "+14155550100", "--public-url", "https://ivr.example", "--cps", "1"}
+	cases := []struct {
+		env  bool // with Twilio credentials in the environment
+		args []string
+		want string
+	}{
+		{false, []string{"dialer", "--max-in-flight", "0"}, "--max-in-flight: 0"},
+		{false, []string{"dialer", "--cps", "-1"}, "--cps: -1"},
+		{false, []string{"dialer", "--call-deadline", "1s"}, "--call-deadline: 1s is shorter than --call-timeout 10s"},
+		{false, []string{"dialer", "--call-timeout", "0s"}, "--call-timeout: 0s"},
+		{false, []string{"scheduler", "--cps", "5"}, "-cps"}, // the scheduler has no dialer flags
+		{false, []string{"dialer", "--twilio-from", "+14155550100"}, "--twilio-from: set, but --provider is log"},
+		{false, []string{"dialer", "--provider", "fax"}, `--provider: "fax"; want log, webhook or twilio`},
+		{false, []string{"dialer", "--public-url", "https://ivr.example"}, "--http: empty, but --public-url is set"},
+		{false, []string{"run", "--public-url", "ivr.example"}, `--public-url: "ivr.example"`},
+		{false, []string{"run", "--provider", "webhook", "--webhook-url", "https://calls.example", "--public-url", "https://ivr.example"}, "IVRSCHED_WEBHOOK_SECRET, which is not set"},
+		{false, twilio, "--provider: twilio: TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN must both be set in the environment"},
+		{false, append(twilio, "--twilio-credentials", "/nonexistent/twilio.env"), "--twilio-credentials: twilio: credentials file"},
+		{true, []string{"dialer", "--provider", "twilio", "--http", "127.0.0.1:0", "--public-url", "https://ivr.example", "--cps", "1"}, "--twilio-from: required"},
+		{true, []string{"dialer", "--provider", "twilio", "--twilio-from", "+14155550100", "--cps", "1"}, "--public-url: required with --provider twilio"},
+		{true, []string{"dialer", "--provider", "twilio", "--http", "127.0.0.1:0", "--twilio-from", "+14155550100", "--public-url", "https://ivr.example"}, "--cps: required with --provider twilio"},
+		{true, append(twilio, "--twilio-amd", "maybe"), `--twilio-amd: "maybe"`},
+		{true, append(twilio[:len(twilio):len(twilio)], "--twilio-from", "14155550100"), "not an E.164 number"},
+	}
+	for _, c := range cases {
+		if c.env {
+			t.Setenv("TWILIO_ACCOUNT_SID", "ACtest")
+			t.Setenv("TWILIO_AUTH_TOKEN", "token")
+		} else {
+			t.Setenv("TWILIO_ACCOUNT_SID", "")
+			t.Setenv("TWILIO_AUTH_TOKEN", "")
+		}
+		var out, errb bytes.Buffer
+		code := realMain(context.Background(), append(c.args, b...), &out, &errb)
+		msg := errb.String()
+		if code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line containing %q", c.args, code, msg, c.want)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package dialer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/lovoo/goka"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/ivrsched/ivrsched/codec"
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/providers"
+)
+
+// Publish sends a verified status callback to the dialer's loop topic, keyed
+// by its user, and returns once Kafka acknowledged it (or ctx ended): the
+// callback endpoint answers 2xx only for a status that will be recorded.
+// It is the providers.StatusSink of the callback endpoints, called
+// concurrently.
+func (d *Dialer) Publish(ctx context.Context, s providers.Status) error {
+	st := &pb.CallStatus{CallId: s.CallID, UserId: s.UserID, Outcome: s.Outcome, Final: s.Final, Detail: s.Detail,
+		ProviderCallId: s.ProviderCallID, At: timestamppb.New(s.At)}
+	prom, err := d.cfg.Loop.Emit(s.UserID, st)
+	if err != nil {
+		return fmt.Errorf("dialer: status of call %s: %w", s.CallID, err)
+	}
+	done := make(chan error, 1)
+	prom.Then(func(err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("dialer: status of call %s: %w", s.CallID, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// onStatus records what became of a call: the placement's answer (from the
+// placer) or a status callback. The first one moves the call from in
+// flight to the user's placed calls. Each one that tells something new is
+// published as a CallResult; the final one once, and handed to OnFinal. A
+// status at or below the loop offset the call's record holds is a replay
+// after a crash: the write of the record may have reached Kafka without the
+// result, so the result is published again.
+func (d *Dialer) onStatus(ctx goka.Context, msg any) {
+	s, ok := msg.(*pb.CallStatus)
+	if !ok {
+		d.Stats.Invalid.Add(1)
+		u, _ := msg.(*codec.Undecodable)
+		d.dlq.Send(ctx, deadletter.ReasonUndecodable, fmt.Sprint(msg), u.GetData())
+		return
+	}
+	if s.GetPlacement() {
+		if s.GetOutcome() == pb.Outcome_OUTCOME_FAILED {
+			d.Stats.Failed.Add(1)
+			d.cfg.Logger.Warn("call failed", "call_id", s.GetCallId(), "user", ctx.Key(), "detail", s.GetDetail())
+		} else {
+			d.Stats.Placed.Add(1)
+		}
+	} else {
+		d.Stats.Statuses.Add(1)
+	}
+	st := d.value(ctx)
+	if i := inFlight(st, s.GetCallId()); i >= 0 {
+		call := st.InFlight[i]
+		st.InFlight = slices.Delete(st.InFlight, i, i+1)
+		if len(st.InFlight) == 0 {
+			st.InFlight = nil
+		}
+		r := &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt()}
+		st.Calls = append(st.Calls, r)
+		if n := len(st.Calls) - d.cfg.History; n > 0 {
+			st.Calls = append(st.Calls[:0:0], st.Calls[n:]...)
+		}
+		d.apply(ctx, st, r, s)
+		return
+	}
+	r := record(st, s.GetCallId())
+	switch {
+	case r == nil:
+		// The user was forgotten while the call was placed, or the call is
+		// older than the user's history: publish, record nothing.
+		d.Stats.Unknown.Add(1)
+		ctx.Emit(d.cfg.Topics.Results, ctx.Key(), d.result(ctx, &pb.DialRecord{CallId: s.GetCallId()}, s, s.GetOutcome()))
+	case ctx.Offset() <= r.GetStatusOffset():
+		d.cfg.Logger.Info("status replayed after a restart; its result is published again", "call_id", s.GetCallId(), "offset", ctx.Offset())
+		res := d.result(ctx, r, s, d.outcome(r, s))
+		ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
+		if res.GetFinal() && d.cfg.OnFinal != nil {
+			d.cfg.OnFinal(ctx, res)
+		}
+	case r.GetFinal():
+		d.Stats.Late.Add(1)
+	case s.GetPlacement():
+		// A status callback came first: the call is placed already.
+		if r.GetProviderCallId() == "" && s.GetProviderCallId() != "" {
+			r.ProviderCallId = s.GetProviderCallId()
+			ctx.SetValue(st)
+		}
+	case !s.GetFinal() && d.outcome(r, s) == r.GetOutcome() && (s.GetOutcome() != pb.Outcome_OUTCOME_MACHINE || r.GetMachine()):
+		// Nothing new (a callback sent twice, or "initiated" after placed).
+	default:
+		d.apply(ctx, st, r, s)
+	}
+}
+
+// outcome is what a status means for a call: a call answered by a machine
+// ends as machine, whatever the status that ends it says.
+func (d *Dialer) outcome(r *pb.DialRecord, s *pb.CallStatus) pb.Outcome {
+	o := s.GetOutcome()
+	if o == pb.Outcome_OUTCOME_ANSWERED && r.GetMachine() {
+		return pb.Outcome_OUTCOME_MACHINE
+	}
+	return o
+}
+
+// apply records status s in r (a record of st), writes st and publishes
+// the result.
+func (d *Dialer) apply(ctx goka.Context, st *pb.DialerState, r *pb.DialRecord, s *pb.CallStatus) {
+	if s.GetOutcome() == pb.Outcome_OUTCOME_MACHINE {
+		r.Machine = true
+	}
+	o := d.outcome(r, s)
+	r.Outcome, r.Final, r.StatusOffset = o, s.GetFinal(), ctx.Offset()
+	r.At = s.GetAt()
+	if r.At == nil {
+		r.At = timestamppb.New(d.cfg.Clock.Now())
+	}
+	if s.GetProviderCallId() != "" {
+		r.ProviderCallId = s.GetProviderCallId()
+	}
+	ctx.SetValue(st)
+	res := d.result(ctx, r, s, o)
+	ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
+	if res.GetFinal() {
+		d.Stats.Finals.Add(1)
+		if d.cfg.OnFinal != nil {
+			d.cfg.OnFinal(ctx, res)
+		}
+	}
+}
+
+func (d *Dialer) result(ctx goka.Context, r *pb.DialRecord, s *pb.CallStatus, o pb.Outcome) *pb.CallResult {
+	at := s.GetAt()
+	if at == nil {
+		at = timestamppb.New(d.cfg.Clock.Now())
+	}
+	pid := s.GetProviderCallId()
+	if pid == "" {
+		pid = r.GetProviderCallId()
+	}
+	return &pb.CallResult{CallId: s.GetCallId(), UserId: ctx.Key(), TaskId: r.GetTaskId(), Attempt: r.GetAttempt(),
+		Outcome: o, Detail: s.GetDetail(), At: at, Final: s.GetFinal(), ProviderCallId: pid}
+}
