@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,16 @@ type Stats struct {
 	Resubmitted atomic.Int64
 }
 
+// The queue holds the calls submitted and not yet taken by a worker. A full
+// queue holds the submitting callbacks back, which also holds back the
+// answers of their partitions (one goroutine per partition): the queue is
+// made large enough (about 0.5 KiB a call) that only a backlog of this size
+// waits, not the steady state under a calls-per-second limit.
+const (
+	queueMin       = 100_000
+	queuePerWorker = 100
+)
+
 // ErrNotOwned is returned by Submit for a partition this process does not
 // own (any more).
 var ErrNotOwned = errors.New("placement: partition not owned")
@@ -153,9 +164,7 @@ func New(cfg Config) (*Placer, error) {
 	}
 	p := &Placer{
 		cfg: cfg,
-		// Enough queued to keep the workers busy while the partitions'
-		// callbacks hand over more; a full queue holds the callbacks back.
-		queue:  make(chan job, 4*cfg.MaxInFlight),
+		queue:  make(chan job, max(queueMin, queuePerWorker*cfg.MaxInFlight)),
 		owned:  map[int32]*partition{},
 		busy:   map[string]bool{},
 		idle:   make(chan struct{}),
@@ -190,9 +199,16 @@ func (p *Placer) disown(part *partition) {
 }
 
 // share sets the bucket's rate to this process's share. Called with mu held.
+//
+// The bucket saves up to a tenth of a second of calls (at least one): a
+// worker that wakes late for its token (a busy machine, a pause of the
+// collector) sends the calls it owes at once instead of losing them from
+// the rate. A provider sees at most that many calls above its rate in any
+// window.
 func (p *Placer) share() {
 	if p.bucket != nil {
-		p.bucket.SetRate(p.cfg.CPS * float64(len(p.owned)) / float64(p.cfg.Partitions))
+		rate := p.cfg.CPS * float64(len(p.owned)) / float64(p.cfg.Partitions)
+		p.bucket.SetLimit(rate, int(math.Ceil(rate/10)))
 	}
 }
 

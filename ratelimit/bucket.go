@@ -54,11 +54,16 @@ func (b *Bucket) Waiting() int {
 }
 
 // SetRate changes the rate from now on; the tokens saved so far are kept.
-func (b *Bucket) SetRate(rate float64) {
+func (b *Bucket) SetRate(rate float64) { b.SetLimit(rate, int(b.burst)) }
+
+// SetLimit changes the rate and the burst from now on; the tokens saved so
+// far are kept, up to the new burst (at least 1).
+func (b *Bucket) SetLimit(rate float64, burst int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill()
-	b.rate = max(rate, 0)
+	b.rate, b.burst = max(rate, 0), float64(max(burst, 1))
+	b.tokens = min(b.tokens, b.burst)
 	close(b.changed)
 	b.changed = make(chan struct{})
 }

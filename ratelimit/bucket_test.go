@@ -188,3 +188,16 @@ func TestAllowNeverWaits(t *testing.T) {
 		t.Fatal("no token after 500ms")
 	}
 }
+
+func TestSetLimitKeepsTokensUpToTheNewBurst(t *testing.T) {
+	clk := clock.NewFake(t0)
+	b := New(clk, 10, 5)
+	b.SetLimit(20, 2)
+	if !b.Allow() || !b.Allow() || b.Allow() {
+		t.Fatal("want the 2 tokens the new burst keeps")
+	}
+	clk.Advance(50 * time.Millisecond) // 20/s: one token per 50 ms
+	if !b.Allow() || b.Allow() {
+		t.Fatal("want one token after 50ms at the new rate")
+	}
+}

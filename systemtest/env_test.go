@@ -30,7 +30,9 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
+	"github.com/ivrsched/ivrsched/ratelimit"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -199,22 +201,42 @@ type request struct {
 }
 
 // provider is the webhook endpoint the dialer calls: it records every raw
-// request and honours the idempotency key.
+// request and honours the idempotency key. With a latency it takes that
+// long to answer; with a calls-per-second limit it answers 429 to a
+// request above it (a token bucket), and records it apart.
 type provider struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	reqs []request
-	news chan struct{}
+	srv     *httptest.Server
+	latency time.Duration
+	limit   *ratelimit.Bucket
+	mu      sync.Mutex
+	reqs    []request
+	tooMany []time.Time // when requests got 429
+	news    chan struct{}
 }
 
-func newProvider(t *testing.T) *provider {
-	p := &provider{news: make(chan struct{}, 1)}
+func newProvider(t *testing.T) *provider { return newPacedProvider(t, 0, 0, 0) }
+
+// newPacedProvider is a provider that takes latency per call and allows cps
+// calls per second with a burst of burst (0: no limit).
+func newPacedProvider(t *testing.T, latency time.Duration, cps float64, burst int) *provider {
+	p := &provider{news: make(chan struct{}, 1), latency: latency}
+	if cps > 0 {
+		p.limit = ratelimit.New(clock.Real{}, cps, burst)
+	}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
 		body, _ := io.ReadAll(r.Body)
 		c := &pb.IVRCall{}
 		if err := protojson.Unmarshal(body, c); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if p.limit != nil && !p.limit.Allow() {
+			p.mu.Lock()
+			p.tooMany = append(p.tooMany, at)
+			p.mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many calls per second", http.StatusTooManyRequests)
 			return
 		}
 		p.mu.Lock()
@@ -224,10 +246,29 @@ func newProvider(t *testing.T) *provider {
 		case p.news <- struct{}{}:
 		default:
 		}
+		select { // the provider's own time to place the call
+		case <-time.After(p.latency):
+		case <-r.Context().Done():
+			return
+		}
 		fmt.Fprint(w, `{"outcome":"answered"}`)
 	}))
 	t.Cleanup(p.srv.Close)
 	return p
+}
+
+// requests is how many requests the provider took (429 answers apart).
+func (p *provider) requests() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.reqs)
+}
+
+// refusedTooMany is when requests got 429.
+func (p *provider) refusedTooMany() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.tooMany)
 }
 
 func (p *provider) url() string { return p.srv.URL + "/calls" }

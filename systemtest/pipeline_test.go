@@ -83,11 +83,10 @@ func TestCrash(t *testing.T) {
 	pfx, parts := prefix(t), 6
 	prov := newProvider(t)
 	common := func(id string) []string {
-		return roleArgs(t, brokers, pfx, parts, "--instance-id", id, "--session-timeout", "6s",
-			"--provider", "webhook", "--webhook-url", prov.url())
+		return roleArgs(t, brokers, pfx, parts, "--instance-id", id, "--session-timeout", "6s")
 	}
 	sched := start(t, "scheduler", append([]string{"scheduler"}, common("s1")...)...)
-	dial := start(t, "dialer", append([]string{"dialer"}, common("d1")...)...)
+	dial := start(t, "dialer", append(append([]string{"dialer"}, common("d1")...), "--provider", "webhook", "--webhook-url", prov.url())...)
 
 	const window = 40 * time.Second
 	begin := time.Now().Add(5 * time.Second)

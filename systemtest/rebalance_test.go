@@ -15,10 +15,8 @@ func TestRebalance(t *testing.T) {
 	brokers := needKafka(t)
 	pfx, parts := prefix(t), 6
 	prov := newProvider(t)
-	args := func(role string) []string {
-		return append([]string{role}, roleArgs(t, brokers, pfx, parts, "--provider", "webhook", "--webhook-url", prov.url())...)
-	}
-	dial := start(t, "dialer", args("dialer")...)
+	args := func(role string) []string { return append([]string{role}, roleArgs(t, brokers, pfx, parts)...) }
+	dial := start(t, "dialer", append(args("dialer"), "--provider", "webhook", "--webhook-url", prov.url())...)
 	s1 := start(t, "scheduler-1", args("scheduler")...)
 	s2 := start(t, "scheduler-2", args("scheduler")...)
 	s3 := start(t, "scheduler-3", args("scheduler")...)

@@ -56,11 +56,12 @@ type Server struct {
 	tooMany  int      // 429 answers
 	failNext []int    // statuses to answer the next requests with
 	client   *http.Client
+	news     chan struct{} // a call was accepted
 }
 
 // New starts the fake.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, client: &http.Client{Timeout: 10 * time.Second}}
+	s := &Server{opts: opts, client: &http.Client{Timeout: 10 * time.Second}, news: make(chan struct{}, 1)}
 	if opts.CPS > 0 {
 		s.bucket = ratelimit.New(clock.Real{}, opts.CPS, max(opts.Burst, 1))
 	}
@@ -81,6 +82,22 @@ func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Call(nil), s.calls...)
+}
+
+// WaitCalls returns the calls accepted once there are at least n, or an
+// error after within.
+func (s *Server) WaitCalls(n int, within time.Duration) ([]Call, error) {
+	timeout := time.After(within)
+	for {
+		if calls := s.Calls(); len(calls) >= n {
+			return calls, nil
+		}
+		select {
+		case <-s.news:
+		case <-timeout:
+			return s.Calls(), fmt.Errorf("twiliotest: %d calls within %v, want %d (refused: %v)", len(s.Calls()), within, n, s.Refused())
+		}
+	}
 }
 
 // Refused returns why requests were refused with 400 or 401.
@@ -164,6 +181,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	sid := "CA" + randomHex(16)
 	s.calls = append(s.calls, Call{SID: sid, Form: f, IdempotencyKey: r.Header.Get("Idempotency-Key"), At: time.Now()})
 	s.mu.Unlock()
+	select {
+	case s.news <- struct{}{}:
+	default:
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]any{

@@ -1,0 +1,342 @@
+package systemtest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/ivrsched/ivrsched/codec"
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/providers/twilio/twiliotest"
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// produceCalls publishes calls to ivr-calls as the scheduler would, keyed
+// by user, and returns them as the follow-ups the provider should see.
+func produceCalls(t *testing.T, brokers, pfx string, partitions int, calls []*pb.IVRCall) map[followUp]time.Time {
+	t.Helper()
+	k := topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}
+	em, err := goka.NewEmitter(k.Brokers, topology.NewTopics(pfx).Calls, new(codec.IVRCall), k.EmitterOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[followUp]time.Time{}
+	var mu sync.Mutex
+	var errs []error
+	for _, c := range calls {
+		want[followUp{c.GetUserId(), c.GetTaskId()}] = c.GetDueAt().AsTime()
+		prom, err := em.Emit(c.GetUserId(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prom.Then(func(err error) {
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	if err := em.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d calls not produced: %v", len(errs), errs[0])
+	}
+	return want
+}
+
+func ivrCalls(users, perUser int, script string) []*pb.IVRCall {
+	due := timestamppb.New(time.Now().Add(-time.Second).Truncate(time.Millisecond))
+	var out []*pb.IVRCall
+	for i := range users * perUser {
+		user, task := fmt.Sprintf("user-%04d", i%users), fmt.Sprintf("task-%d", i/users)
+		out = append(out, &pb.IVRCall{CallId: user + "/" + task + "/1", UserId: user, TaskId: task, Phone: "+14155550100",
+			DueAt: due, FiredAt: due, Attempt: 1, Action: &pb.Action{IvrScript: script}})
+	}
+	return out
+}
+
+// rate is the placements per second among the sorted times that fall in
+// [from, to).
+func rate(times []time.Time, from, to time.Time) (float64, int) {
+	n := 0
+	for _, at := range times {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return float64(n) / to.Sub(from).Seconds(), n
+}
+
+// A provider that takes 300 ms per call and allows 50 calls per second:
+// 3,000 calls with --cps 50 --max-in-flight 100 go out at 50 ± 5 per second
+// without a 429, before and after the dialer is killed with SIGKILL midway
+// and restarted. Every call is placed; the provider, which honours the
+// idempotency key, places each key once (the raw repeats, requests the
+// killed dialer sent without recording their answer, are counted); every
+// call gets a final result on ivr-results.
+func TestDialerPaceAndKill(t *testing.T) {
+	brokers := needKafka(t)
+	pfx, parts := prefix(t), 8
+	// Its bursts of up to 20 calls take the bunching of requests that a
+	// busy machine delays between the dialer's token and the provider's
+	// handler (the dialer itself saves up a tenth of a second, 5 calls); a
+	// dialer above 50 calls per second would get 429 answers within
+	// seconds.
+	prov := newPacedProvider(t, 300*time.Millisecond, 50, 20)
+	dial := start(t, "dialer", append([]string{"dialer"}, roleArgs(t, brokers, pfx, parts,
+		"--instance-id", "d1", "--session-timeout", "6s", "--provider", "webhook", "--webhook-url", prov.url(),
+		"--cps", "50", "--max-in-flight", "100")...)...)
+
+	waitTopic(t, brokers, string(topology.NewTopics(pfx).DialerLoop()), parts, dial) // created last
+	calls := ivrCalls(1000, 3, "welcome")
+	want := produceCalls(t, brokers, pfx, parts, calls)
+	// Kill at about half: an event the provider reports, not a time.
+	for deadline := time.Now().Add(90 * time.Second); prov.requests() < len(calls)/2; {
+		if err := dial.exited(); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls placed after 90s", prov.requests(), len(calls))
+		}
+		select {
+		case <-prov.news:
+		case <-time.After(time.Second):
+		}
+	}
+	killedAt := time.Now()
+	dial.kill9()
+	dial.restart()
+	r := prov.waitAll(t, want, time.Now().Add(120*time.Second), dial)
+	r.check(t)
+
+	var times []time.Time
+	for _, at := range r.firstPlaced {
+		times = append(times, at)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	var restartedAt time.Time // the first placement after the kill
+	for _, at := range times {
+		if at.After(killedAt) {
+			restartedAt = at
+			break
+		}
+	}
+	// Whole seconds inside each run, away from its start and end.
+	before, nBefore := rate(times, times[0].Add(2*time.Second), killedAt.Add(-time.Second))
+	after, nAfter := rate(times, restartedAt.Add(2*time.Second), times[len(times)-1].Add(-time.Second))
+	t.Logf("dialer pace: %.1f calls/s before the kill (%d calls), %.1f after the restart (%d calls); back %v after the kill; 429 answers %d; %s",
+		before, nBefore, after, nAfter, restartedAt.Sub(killedAt).Round(time.Millisecond), len(prov.refusedTooMany()), r)
+	if tooMany := prov.refusedTooMany(); len(tooMany) != 0 {
+		var when []string
+		for _, at := range tooMany {
+			when = append(when, at.Sub(killedAt).Round(time.Millisecond).String())
+		}
+		t.Errorf("%d requests over the provider's 50 calls per second, at %v from the kill", len(tooMany), when)
+	}
+	for name, v := range map[string]float64{"before the kill": before, "after the restart": after} {
+		if v < 45 || v > 55 {
+			t.Errorf("%.1f calls/s %s, want 50 ± 5", v, name)
+		}
+	}
+
+	// Every call has a final result; a repeated final (a status replayed
+	// after the kill) carries the same outcome.
+	results := consumeUntil(t, brokers, string(topology.NewTopics(pfx).Results), 60*time.Second, func(seen map[string][]*pb.CallResult) bool {
+		return len(finals(seen)) >= len(calls)
+	})
+	fin := finals(results)
+	repeated := 0
+	for id, rs := range fin {
+		if len(rs) > 1 {
+			repeated++
+		}
+		if rs[0].GetOutcome() != pb.Outcome_OUTCOME_ANSWERED {
+			t.Errorf("call %s: final %v", id, rs[0])
+		}
+	}
+	t.Logf("ivr-results: %d calls with a final result, %d of them published twice", len(fin), repeated)
+	if len(fin) != len(calls) {
+		t.Errorf("%d calls with a final result, want %d", len(fin), len(calls))
+	}
+	// The restarted dialer found the calls in flight in its partitions.
+	b, _ := os.ReadFile(dial.log)
+	restarted := b[bytes.LastIndex(b, []byte("=== start")):]
+	found := 0
+	for _, m := range inFlightRe.FindAllSubmatch(restarted, -1) {
+		n, _ := strconv.Atoi(string(m[1]))
+		found += n
+	}
+	t.Logf("calls in flight found by the restarted dialer: %d", found)
+	if found == 0 {
+		t.Error("the restarted dialer found no calls in flight in its partitions")
+	}
+}
+
+var inFlightRe = regexp.MustCompile(`dialer partition owned.* calls_in_flight=(\d+)`)
+
+// finals groups the final results by call id.
+func finals(seen map[string][]*pb.CallResult) map[string][]*pb.CallResult {
+	out := map[string][]*pb.CallResult{}
+	for id, rs := range seen {
+		for _, r := range rs {
+			if r.GetFinal() {
+				out[id] = append(out[id], r)
+			}
+		}
+	}
+	return out
+}
+
+// consumeUntil reads ivr-results from the start, grouped by call id, until
+// done says so.
+func consumeUntil(t *testing.T, brokers, topic string, within time.Duration, done func(map[string][]*pb.CallResult) bool) map[string][]*pb.CallResult {
+	t.Helper()
+	c, err := sarama.NewConsumer(strings.Split(brokers, ","), saramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	parts, err := c.Partitions(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := make(chan *sarama.ConsumerMessage, 1024)
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, p := range parts {
+		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		go func() {
+			for m := range pc.Messages() {
+				select {
+				case all <- m:
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	seen := map[string][]*pb.CallResult{}
+	timeout := time.After(within)
+	n := 0
+	for !done(seen) {
+		select {
+		case m := <-all:
+			r := &pb.CallResult{}
+			if err := proto.Unmarshal(m.Value, r); err != nil {
+				t.Fatalf("result at %d/%d: %v", m.Partition, m.Offset, err)
+			}
+			seen[r.GetCallId()] = append(seen[r.GetCallId()], r)
+			n++
+		case <-timeout:
+			t.Fatalf("%s: %d records within %v, not all expected", topic, n, within)
+		}
+	}
+	return seen
+}
+
+// The Twilio provider against a local fake of the Calls API, through the
+// binary: calls are created with the status callback URL; statuses signed
+// with the auth token are recorded and published on ivr-results; one with a
+// wrong signature and one stale are refused with 403, counted, and change
+// nothing.
+func TestTwilioStatusCallbacks(t *testing.T) {
+	brokers := needKafka(t)
+	pfx, parts := prefix(t), 4
+	const sid, token = "AC00000000000000000000000000000001", "test-auth-token"
+	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token})
+	t.Cleanup(fake.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := ln.Addr().String()
+	ln.Close()
+	t.Setenv("TWILIO_ACCOUNT_SID", sid)
+	t.Setenv("TWILIO_AUTH_TOKEN", token)
+	dial := start(t, "dialer", append([]string{"dialer"}, roleArgs(t, brokers, pfx, parts,
+		"--provider", "twilio", "--twilio-api", fake.URL, "--twilio-from", "+14155550199", "--cps", "10",
+		"--http", web, "--public-url", "http://"+web, "--twilio-amd", "enable")...)...)
+
+	waitTopic(t, brokers, string(topology.NewTopics(pfx).DialerLoop()), parts, dial) // created last
+	produceCalls(t, brokers, pfx, parts, ivrCalls(2, 1, "https://ivr.example/twiml/hello"))
+	placed, err := fake.WaitCalls(2, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dial.exited(); err != nil {
+		t.Fatal(err)
+	}
+	byUser := map[string]twiliotest.Call{}
+	for _, c := range placed {
+		cb, err := url.Parse(c.Form.Get("StatusCallback"))
+		if err != nil || c.Form.Get("Url") != "https://ivr.example/twiml/hello" || c.Form.Get("From") != "+14155550199" || c.Form.Get("MachineDetection") != "Enable" {
+			t.Fatalf("call %v", c.Form)
+		}
+		byUser[cb.Query().Get("user_id")] = c
+	}
+	answered, busy := byUser["user-0000"], byUser["user-0001"]
+	// The placements' answers first, so that the statuses follow them.
+	consumeUntil(t, brokers, string(topology.NewTopics(pfx).Results), 60*time.Second, func(seen map[string][]*pb.CallResult) bool {
+		return len(seen) == 2
+	})
+	send := func(c twiliotest.Call, status string, extra url.Values, sign bool, want int) {
+		t.Helper()
+		code, err := fake.SendStatus(c, status, extra, sign)
+		if err != nil || code != want {
+			t.Fatalf("status %s: %d %v, want %d", status, code, err, want)
+		}
+	}
+	send(answered, "ringing", nil, true, http.StatusNoContent)
+	send(answered, "in-progress", url.Values{"AnsweredBy": {"human"}}, true, http.StatusNoContent)
+	send(answered, "completed", url.Values{"CallDuration": {"42"}}, true, http.StatusNoContent)
+	// A forged status, then a stale one: refused.
+	send(busy, "no-answer", nil, false, http.StatusForbidden)
+	stale := url.Values{"Timestamp": {time.Now().Add(-time.Hour).UTC().Format(time.RFC1123Z)}}
+	send(busy, "failed", stale, true, http.StatusForbidden)
+	send(busy, "busy", nil, true, http.StatusNoContent)
+
+	results := consumeUntil(t, brokers, string(topology.NewTopics(pfx).Results), 60*time.Second, func(seen map[string][]*pb.CallResult) bool {
+		return len(finals(seen)) == 2
+	})
+	outcomes := func(user string) []string {
+		var out []string
+		for _, r := range results[user+"/task-0/1"] {
+			out = append(out, strings.TrimPrefix(r.GetOutcome().String(), "OUTCOME_")+map[bool]string{true: "(final)"}[r.GetFinal()])
+			if r.GetProviderCallId() != byUser[user].SID {
+				t.Errorf("result %v: provider call id, want %s", r, byUser[user].SID)
+			}
+		}
+		return out
+	}
+	if got, want := outcomes("user-0000"), []string{"PLACED", "RINGING", "ANSWERED", "ANSWERED(final)"}; !slices.Equal(got, want) {
+		t.Errorf("user-0000: %v, want %v", got, want)
+	}
+	if got, want := outcomes("user-0001"), []string{"PLACED", "BUSY(final)"}; !slices.Equal(got, want) {
+		t.Errorf("user-0001: %v, want %v (the forged and the stale callbacks refused)", got, want)
+	}
+	b, _ := os.ReadFile(dial.log)
+	if !bytes.Contains(b, []byte("refused_total=2")) {
+		t.Errorf("the dialer's log does not count 2 refused callbacks")
+	}
+}
