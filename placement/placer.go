@@ -163,7 +163,7 @@ func New(cfg Config) (*Placer, error) {
 		return nil, fmt.Errorf("placement: calls per second %v", cfg.CPS)
 	}
 	p := &Placer{
-		cfg: cfg,
+		cfg:    cfg,
 		queue:  make(chan job, max(queueMin, queuePerWorker*cfg.MaxInFlight)),
 		owned:  map[int32]*partition{},
 		busy:   map[string]bool{},

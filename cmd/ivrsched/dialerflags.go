@@ -106,7 +106,7 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 				return badFlag("public-url", "the webhook's status callbacks are signed with $%s, which is not set", webhookSecretEnv)
 			}
 			wh.CallbackURL = base + webhook.CallbackPath
-			cfg.WebhookCallback = &webhook.Callback{Secret: secret, Logger: cfg.Logger.With("role", "dialer")}
+			cfg.WebhookCallback = &webhook.Callback{Secret: secret, CallbackEndpoint: providers.CallbackEndpoint{Logger: cfg.Logger.With("role", "dialer")}}
 		}
 		cfg.Provider = wh
 	case "twilio":
@@ -149,7 +149,8 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 			return badFlag("twilio-from", "%v", err)
 		}
 		cfg.Provider = p
-		cfg.TwilioCallback = &twilio.Callback{AuthToken: tc.AuthToken, PublicURL: d.publicURL, Logger: cfg.Logger.With("role", "dialer")}
+		cfg.TwilioCallback = &twilio.Callback{AuthToken: tc.AuthToken, PublicURL: d.publicURL,
+			CallbackEndpoint: providers.CallbackEndpoint{Logger: cfg.Logger.With("role", "dialer")}}
 	default:
 		return badFlag("provider", "%q; want log, webhook or twilio", d.provider)
 	}

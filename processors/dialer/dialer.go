@@ -172,9 +172,7 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 	call, ok := msg.(*pb.IVRCall)
 	switch {
 	case !ok:
-		d.Stats.Invalid.Add(1)
-		u, _ := msg.(*codec.Undecodable)
-		d.dlq.Send(ctx, deadletter.ReasonUndecodable, fmt.Sprint(msg), u.GetData())
+		d.undecodable(ctx, msg)
 		return
 	case call.GetCallId() == "":
 		d.Stats.Invalid.Add(1)
@@ -201,6 +199,13 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 	}
 	// Stopping: the call stays in flight in the table, and the partition's
 	// next owner places it.
+}
+
+// undecodable dead-letters a record that did not decode.
+func (d *Dialer) undecodable(ctx goka.Context, msg any) {
+	d.Stats.Invalid.Add(1)
+	u, _ := msg.(*codec.Undecodable)
+	d.dlq.Send(ctx, deadletter.ReasonUndecodable, fmt.Sprint(msg), u.GetData())
 }
 
 // inFlight is the index of a call in flight in st, or -1.
@@ -230,9 +235,7 @@ func record(st *pb.DialerState, id string) *pb.DialRecord {
 func (d *Dialer) onEvent(ctx goka.Context, msg any) {
 	ev, ok := msg.(*pb.ScheduleEvent)
 	if !ok {
-		d.Stats.Invalid.Add(1)
-		u, _ := msg.(*codec.Undecodable)
-		d.dlq.Send(ctx, deadletter.ReasonUndecodable, fmt.Sprint(msg), u.GetData())
+		d.undecodable(ctx, msg)
 		return
 	}
 	switch ev.GetKind() {

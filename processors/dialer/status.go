@@ -8,9 +8,7 @@ import (
 	"github.com/lovoo/goka"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/providers"
 )
 
@@ -49,9 +47,7 @@ func (d *Dialer) Publish(ctx context.Context, s providers.Status) error {
 func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 	s, ok := msg.(*pb.CallStatus)
 	if !ok {
-		d.Stats.Invalid.Add(1)
-		u, _ := msg.(*codec.Undecodable)
-		d.dlq.Send(ctx, deadletter.ReasonUndecodable, fmt.Sprint(msg), u.GetData())
+		d.undecodable(ctx, msg)
 		return
 	}
 	if s.GetPlacement() {

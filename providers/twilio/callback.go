@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -61,23 +60,12 @@ func Signature(authToken, fullURL string, params url.Values) string {
 type Callback struct {
 	AuthToken string
 	PublicURL string
-	Sink      providers.StatusSink
 	// MaxAge bounds the age of a callback's Timestamp; 0 means 10 minutes.
 	MaxAge time.Duration
-	Now    func() time.Time
-	Logger *slog.Logger
-	Stats  providers.CallbackStats
+	providers.CallbackEndpoint
 }
 
 func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST a signed status", http.StatusMethodNotAllowed)
 		return
@@ -94,7 +82,7 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	want := Signature(c.AuthToken, full, r.PostForm)
 	got := r.Header.Get(SignatureHeader)
 	if got == "" || !hmac.Equal([]byte(got), []byte(want)) {
-		c.reject(w, r, log, "invalid or missing signature")
+		c.Refuse(w, r, "invalid or missing signature")
 		return
 	}
 	maxAge := c.MaxAge
@@ -103,33 +91,19 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ts := r.PostForm.Get("Timestamp"); ts != "" {
 		at, err := time.Parse(time.RFC1123Z, ts)
-		if d := now().Sub(at); err != nil || d > maxAge || d < -maxAge {
-			c.reject(w, r, log, "stale or unreadable Timestamp "+ts)
+		if d := c.Time().Sub(at); err != nil || d > maxAge || d < -maxAge {
+			c.Refuse(w, r, "stale or unreadable Timestamp "+ts)
 			return
 		}
 	}
 	q := r.URL.Query()
 	st, ok := status(r.PostForm)
-	st.CallID, st.UserID, st.At = q.Get("call_id"), q.Get("user_id"), now()
+	st.CallID, st.UserID, st.At = q.Get("call_id"), q.Get("user_id"), c.Time()
 	if !ok || st.CallID == "" || st.UserID == "" {
-		c.Stats.Invalid.Add(1)
-		http.Error(w, "want call_id and user_id in the URL, and a CallStatus or AnsweredBy", http.StatusBadRequest)
+		c.Invalid(w, "want call_id and user_id in the URL, and a CallStatus or AnsweredBy")
 		return
 	}
-	if err := c.Sink.Publish(r.Context(), st); err != nil {
-		c.Stats.Failed.Add(1)
-		log.Error("status callback not published", "call_id", st.CallID, "err", err)
-		http.Error(w, "not stored", http.StatusServiceUnavailable)
-		return
-	}
-	c.Stats.Accepted.Add(1)
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (c *Callback) reject(w http.ResponseWriter, r *http.Request, log *slog.Logger, why string) {
-	n := c.Stats.Rejected.Add(1)
-	log.Warn("status callback refused", "endpoint", CallbackPath, "remote", r.RemoteAddr, "why", why, "refused_total", n)
-	http.Error(w, why, http.StatusForbidden)
+	c.Publish(w, r, st)
 }
 
 // status reads a callback's parameters: CallStatus, or for an

@@ -157,7 +157,7 @@ func TestStatusCallbackRoundTrip(t *testing.T) {
 	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token})
 	defer fake.Close()
 	s := &sink{}
-	cb := &twilio.Callback{AuthToken: token, Sink: s}
+	cb := &twilio.Callback{AuthToken: token, CallbackEndpoint: providers.CallbackEndpoint{Sink: s}}
 	mux := http.NewServeMux()
 	mux.Handle(twilio.CallbackPath, cb)
 	srv := httptest.NewServer(mux)
@@ -202,7 +202,8 @@ func TestStatusCallbackRoundTrip(t *testing.T) {
 func TestCallbackBehindProxyAndStale(t *testing.T) {
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	s := &sink{}
-	cb := &twilio.Callback{AuthToken: token, PublicURL: "https://ivr.example/base/", Sink: s, Now: func() time.Time { return now }}
+	cb := &twilio.Callback{AuthToken: token, PublicURL: "https://ivr.example/base/",
+		CallbackEndpoint: providers.CallbackEndpoint{Sink: s, Now: func() time.Time { return now }}}
 	public := "https://ivr.example/base" + twilio.CallbackPath + "?call_id=c-1&user_id=u-1"
 	send := func(signedURL string, at time.Time) int {
 		f := url.Values{"CallSid": {"CA1"}, "CallStatus": {"busy"}, "Timestamp": {at.Format(time.RFC1123Z)}}

@@ -3,7 +3,6 @@ package webhook
 import (
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -28,13 +27,9 @@ const CallbackPath = "/callbacks/webhook"
 // ServeHTTP is safe for concurrent use.
 type Callback struct {
 	Secret []byte
-	Sink   providers.StatusSink
 	// MaxAge bounds a signature's age (and clock skew); 0 means 5 minutes.
 	MaxAge time.Duration
-	// Now is the clock; nil means time.Now.
-	Now    func() time.Time
-	Logger *slog.Logger
-	Stats  providers.CallbackStats
+	providers.CallbackEndpoint
 }
 
 type statusBody struct {
@@ -47,14 +42,6 @@ type statusBody struct {
 }
 
 func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST a signed status", http.StatusMethodNotAllowed)
 		return
@@ -69,14 +56,11 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		maxAge = 5 * time.Minute
 	}
 	if len(c.Secret) == 0 {
-		c.Stats.Rejected.Add(1)
-		http.Error(w, "no secret configured: status callbacks are refused", http.StatusForbidden)
+		c.Refuse(w, r, "no secret configured: status callbacks are refused")
 		return
 	}
-	if err := Verify(c.Secret, r.Header.Get(SignatureHeader), body, now(), maxAge); err != nil {
-		n := c.Stats.Rejected.Add(1)
-		log.Warn("status callback refused", "endpoint", CallbackPath, "remote", r.RemoteAddr, "err", err, "refused_total", n)
-		http.Error(w, "invalid or stale signature", http.StatusForbidden)
+	if err := Verify(c.Secret, r.Header.Get(SignatureHeader), body, c.Time(), maxAge); err != nil {
+		c.Refuse(w, r, "invalid or stale signature: "+err.Error())
 		return
 	}
 	var s statusBody
@@ -85,21 +69,13 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		outcome, ok = providers.ParseOutcome(s.Outcome)
 	}
 	if !ok || s.CallID == "" || s.UserID == "" {
-		c.Stats.Invalid.Add(1)
-		http.Error(w, `want {"call_id", "user_id", "outcome"} with an outcome like "no_answer"`, http.StatusBadRequest)
+		c.Invalid(w, `want {"call_id", "user_id", "outcome"} with an outcome like "no_answer"`)
 		return
 	}
 	st := providers.Status{CallID: s.CallID, UserID: s.UserID, Outcome: outcome, Final: providers.IsFinal(outcome),
-		Detail: s.Detail, ProviderCallID: s.ProviderCallID, At: now()}
+		Detail: s.Detail, ProviderCallID: s.ProviderCallID, At: c.Time()}
 	if s.Final != nil {
 		st.Final = *s.Final
 	}
-	if err := c.Sink.Publish(r.Context(), st); err != nil {
-		c.Stats.Failed.Add(1)
-		log.Error("status callback not published", "call_id", s.CallID, "err", err)
-		http.Error(w, "not stored, send again", http.StatusServiceUnavailable)
-		return
-	}
-	c.Stats.Accepted.Add(1)
-	w.WriteHeader(http.StatusNoContent)
+	c.Publish(w, r, st)
 }

@@ -19,7 +19,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ivrsched/ivrsched/codec"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/providers"
 )
@@ -72,7 +73,12 @@ func (w *Webhook) now() time.Time {
 
 // Place POSTs the call.
 func (w *Webhook) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, error) {
-	body := []byte(codec.JSON(c))
+	// protojson's spacing varies, which is valid JSON; the signature covers
+	// the bytes sent.
+	body, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(c)
+	if err != nil {
+		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
 		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)

@@ -1,0 +1,60 @@
+package providers
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// CallbackEndpoint is what the providers' status callback endpoints share
+// once a request is verified or refused: where the status goes, the clock,
+// the log and the counts. Its methods are safe for concurrent use.
+type CallbackEndpoint struct {
+	Sink StatusSink
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+	Stats  CallbackStats
+}
+
+// Time is the endpoint's clock's time.
+func (e *CallbackEndpoint) Time() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *CallbackEndpoint) log() *slog.Logger {
+	if e.Logger != nil {
+		return e.Logger
+	}
+	return slog.Default()
+}
+
+// Refuse answers 403 to a request that is unsigned, badly signed or stale,
+// counts it and logs it with the running count.
+func (e *CallbackEndpoint) Refuse(w http.ResponseWriter, r *http.Request, why string) {
+	n := e.Stats.Rejected.Add(1)
+	e.log().Warn("status callback refused", "endpoint", r.URL.Path, "remote", r.RemoteAddr, "why", why, "refused_total", n)
+	http.Error(w, why, http.StatusForbidden)
+}
+
+// Invalid answers 400 to a signed request that does not read, and counts it.
+func (e *CallbackEndpoint) Invalid(w http.ResponseWriter, want string) {
+	e.Stats.Invalid.Add(1)
+	http.Error(w, want, http.StatusBadRequest)
+}
+
+// Publish hands a verified status to the sink and answers 204 once it is
+// stored, or 503 (send it again) if it was not.
+func (e *CallbackEndpoint) Publish(w http.ResponseWriter, r *http.Request, s Status) {
+	if err := e.Sink.Publish(r.Context(), s); err != nil {
+		e.Stats.Failed.Add(1)
+		e.log().Error("status callback not published", "call_id", s.CallID, "err", err)
+		http.Error(w, "not stored, send it again", http.StatusServiceUnavailable)
+		return
+	}
+	e.Stats.Accepted.Add(1)
+	w.WriteHeader(http.StatusNoContent)
+}
