@@ -9,10 +9,12 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./processors/scheduler:FuzzParseValue ./policy:FuzzEffective
 
 # Benchmark: this project against etf1's Kafka scheduler, asynq on Redis and
-# the seeds' re-enqueue loop (bench/ is a module of its own).
+# the seeds' re-enqueue loop (bench/ is a module of its own); then the dialer
+# alone, at 0, 50 and 300 ms of provider latency.
+BENCH_DIALER := -dialer 20000 -dialer-latencies 0ms,50ms,300ms -dialer-args '--max-in-flight 500'
 BENCH_QUICK := -systems ivrsched-kafka,ivrsched-embedded,asynq-default,asynq-100ms,etf1-warn-log,reenqueue-immediate,reenqueue-hold60s \
-	-n 10000 -crash 2000 -lead 5s -window 8s -crash-wait 60s
-BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000
+	-n 10000 -crash 2000 -lead 5s -window 8s -crash-wait 60s $(BENCH_DIALER)
+BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000 $(BENCH_DIALER)
 
 .PHONY: run test test-clients unit vet build proto clean fuzz fuzz-short bench bench-full bench-test redis-server
 

@@ -31,6 +31,9 @@ type settings struct {
 	warmup                         time.Duration
 	scale                          int
 	seed                           uint64
+	dialer                         int
+	dialerLatencies, dialerArgs    string
+	dialerBin                      string
 }
 
 func main() {
@@ -63,6 +66,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.brokerJIT, "broker-jit", "full", "JIT of the Kafka broker this benchmark starts: full (the JVM's default, as in production) or c1 (the test suite's quick start)")
 	fs.DurationVar(&s.warmup, "warmup", 10*time.Second, "load Kafka for this long before the first system, so the broker's JIT is done (0: no warm-up)")
 	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka (0: skip)")
+	fs.IntVar(&s.dialer, "dialer", 0, "also run the dialer phase with this many calls per provider latency (0: skip)")
+	fs.StringVar(&s.dialerLatencies, "dialer-latencies", "0ms,50ms,300ms", "dialer phase: the provider's latencies, one run each")
+	fs.StringVar(&s.dialerArgs, "dialer-args", "", "dialer phase: more flags of `ivrsched dialer`, e.g. \"--max-in-flight 500\"")
+	fs.StringVar(&s.dialerBin, "dialer-bin", "", "dialer phase: an ivrsched binary to measure instead of this checkout's (an older version, for a before-and-after)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,6 +88,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var latencies []time.Duration
+	if s.dialer > 0 {
+		if latencies, err = ivrsched.ParseLatencies(s.dialerLatencies); err != nil {
+			return fmt.Errorf("-dialer-latencies: %w", err)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	work, err := os.MkdirTemp("", "ivrbench-")
 	if err != nil {
@@ -97,7 +110,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if s.kafka != "" {
 		env.KafkaBrokers = s.kafka
 		kafka = harness.KafkaBackend{Brokers: []string{s.kafka}, Pid: func() int { return 0 }}
-	} else if needs(chosen, "kafka") || s.scale > 0 {
+	} else if needs(chosen, "kafka") || s.scale > 0 || s.dialer > 0 {
 		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion, "jit", s.brokerJIT)
 		// The test broker's JVM flags, with the JIT of a production broker
 		// unless -broker-jit c1; the warm-up below keeps its compilation
@@ -163,10 +176,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		sys := ivrsched.New("ivrsched-kafka-scale", ivrsched.OneProcess, scaleArgs...)
 		scales = append(scales, harness.RunScale(ctx, sys, kafka, env, s.scale, w))
 	}
-	return report(stdout, s, results, scales)
+	var dialers []ivrsched.DialerResult
+	if s.dialer > 0 && kafka != nil {
+		env.WorkDir = filepath.Join(work, "dialer")
+		if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
+			return err
+		}
+		log.Info("benchmark", "phase", "dialer", "calls", s.dialer, "latencies", s.dialerLatencies)
+		dialers = ivrsched.RunDialer(ctx, env, ivrsched.DialerPhase{Calls: s.dialer, Latencies: latencies, Args: strings.Fields(s.dialerArgs), Bin: s.dialerBin, Broker: kafka})
+	}
+	return report(stdout, s, results, scales, dialers)
 }
 
-func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.ScaleResult) error {
+func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.ScaleResult, dialers []ivrsched.DialerResult) error {
 	md, err := os.Create(filepath.Join(s.out, "latest.md"))
 	if err != nil {
 		return err
@@ -176,14 +198,18 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 	fmt.Fprintf(stdout, "Command: `ivrbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
 		s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
-	harness.Markdown(stdout, rs, "ivrsched-kafka")
+	if len(rs) > 0 {
+		harness.Markdown(stdout, rs, "ivrsched-kafka")
+	}
 	harness.ScaleMarkdown(stdout, scales)
+	ivrsched.DialerMarkdown(stdout, dialers)
 	doc := map[string]any{
 		"settings": map[string]any{"n": s.n, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
 			"payload_bytes": s.payload, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
 			"at": time.Now().UTC()},
 		"results": rs,
 		"scale":   scales,
+		"dialer":  dialers,
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {

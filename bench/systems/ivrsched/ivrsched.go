@@ -314,6 +314,11 @@ func (s *System) Stop() error {
 // Applied returns once the scheduler group has committed every onboarding
 // record: all scheduled follow-ups are in its table.
 func (s *System) Applied(ctx context.Context) error {
+	return s.committed(ctx, string(s.topics.Scheduler), string(s.topics.Onboarding))
+}
+
+// committed returns once group has committed every record of topic.
+func (s *System) committed(ctx context.Context, group, topic string) error {
 	client, err := sarama.NewClient([]string{s.broker}, config())
 	if err != nil {
 		return err
@@ -323,7 +328,6 @@ func (s *System) Applied(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	topic := string(s.topics.Onboarding)
 	parts, err := client.Partitions(topic)
 	if err != nil {
 		return err
@@ -335,7 +339,7 @@ func (s *System) Applied(ctx context.Context) error {
 				return err
 			}
 		}
-		got, err := admin.ListConsumerGroupOffsets(string(s.topics.Scheduler), map[string][]int32{topic: parts})
+		got, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
 		if err != nil {
 			return err
 		}
