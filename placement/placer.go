@@ -200,7 +200,7 @@ func (p *Placer) disown(part *partition) {
 
 // share sets the bucket's rate to this process's share. Called with mu held.
 //
-// The bucket saves up to a tenth of a second of calls (at least one): a
+// The bucket saves up to a fifth of a second of calls (at least one): a
 // worker that wakes late for its token (a busy machine, a pause of the
 // collector) sends the calls it owes at once instead of losing them from
 // the rate. A provider sees at most that many calls above its rate in any
@@ -208,7 +208,7 @@ func (p *Placer) disown(part *partition) {
 func (p *Placer) share() {
 	if p.bucket != nil {
 		rate := p.cfg.CPS * float64(len(p.owned)) / float64(p.cfg.Partitions)
-		p.bucket.SetLimit(rate, int(math.Ceil(rate/10)))
+		p.bucket.SetLimit(rate, int(math.Ceil(rate/5)))
 	}
 }
 
