@@ -300,6 +300,18 @@ func produceRaw(t *testing.T, brokers, topic string, recs []rawRecord) {
 // consumeAll reads a topic from the start until it has want records.
 func consumeAll(t *testing.T, brokers, topic string, want int, within time.Duration) []*sarama.ConsumerMessage {
 	t.Helper()
+	var out []*sarama.ConsumerMessage
+	consume(t, brokers, topic, within, func(m *sarama.ConsumerMessage) bool {
+		out = append(out, m)
+		return len(out) >= want
+	})
+	return out
+}
+
+// consume reads a topic from the start, handing each record to done, until
+// done says it is done; it fails the test after within.
+func consume(t *testing.T, brokers, topic string, within time.Duration, done func(*sarama.ConsumerMessage) bool) {
+	t.Helper()
 	c, err := sarama.NewConsumer(strings.Split(brokers, ","), saramaConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -328,14 +340,14 @@ func consumeAll(t *testing.T, brokers, topic string, want int, within time.Durat
 			}
 		}()
 	}
-	var out []*sarama.ConsumerMessage
-	for len(out) < want {
+	for n := 0; ; n++ {
 		select {
 		case m := <-all:
-			out = append(out, m)
+			if done(m) {
+				return
+			}
 		case <-ctx.Done():
-			t.Fatalf("%s: %d of %d records within %v", topic, len(out), want, within)
+			t.Fatalf("%s: %d records within %v, not all that were expected", topic, n, within)
 		}
 	}
-	return out
 }

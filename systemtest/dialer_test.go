@@ -11,12 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/lovoo/goka"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -30,34 +28,14 @@ import (
 // by user, and returns them as the follow-ups the provider should see.
 func produceCalls(t *testing.T, brokers, pfx string, partitions int, calls []*pb.IVRCall) map[followUp]time.Time {
 	t.Helper()
-	k := topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}
-	em, err := goka.NewEmitter(k.Brokers, topology.NewTopics(pfx).Calls, new(codec.IVRCall), k.EmitterOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[followUp]time.Time{}
-	var mu sync.Mutex
-	var errs []error
+	var recs []keyed
 	for _, c := range calls {
 		want[followUp{c.GetUserId(), c.GetTaskId()}] = c.GetDueAt().AsTime()
-		prom, err := em.Emit(c.GetUserId(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prom.Then(func(err error) {
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
+		recs = append(recs, keyed{c.GetUserId(), c})
 	}
-	if err := em.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	if len(errs) > 0 {
-		t.Fatalf("%d calls not produced: %v", len(errs), errs[0])
-	}
+	k := topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}
+	emitAll(t, k, topology.NewTopics(pfx).Calls, new(codec.IVRCall), recs)
 	return want
 }
 
@@ -96,7 +74,7 @@ func TestDialerPaceAndKill(t *testing.T) {
 	pfx, parts := prefix(t), 8
 	// Its bursts of up to 20 calls take the bunching of requests that a
 	// busy machine delays between the dialer's token and the provider's
-	// handler (the dialer itself saves up a tenth of a second, 5 calls); a
+	// handler (the dialer itself saves up a fifth of a second, 10 calls); a
 	// dialer above 50 calls per second would get 429 answers within
 	// seconds.
 	prov := newPacedProvider(t, 300*time.Millisecond, 50, 20)
@@ -104,7 +82,7 @@ func TestDialerPaceAndKill(t *testing.T) {
 		"--instance-id", "d1", "--session-timeout", "6s", "--provider", "webhook", "--webhook-url", prov.url(),
 		"--cps", "50", "--max-in-flight", "100")...)...)
 
-	waitTopic(t, brokers, string(topology.NewTopics(pfx).DialerLoop()), parts, dial) // created last
+	dial.awaitReady(1, 60*time.Second)
 	calls := ivrCalls(1000, 3, "welcome")
 	want := produceCalls(t, brokers, pfx, parts, calls)
 	// Kill at about half: an event the provider reports, not a time.
@@ -208,50 +186,15 @@ func finals(seen map[string][]*pb.CallResult) map[string][]*pb.CallResult {
 // done says so.
 func consumeUntil(t *testing.T, brokers, topic string, within time.Duration, done func(map[string][]*pb.CallResult) bool) map[string][]*pb.CallResult {
 	t.Helper()
-	c, err := sarama.NewConsumer(strings.Split(brokers, ","), saramaConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	parts, err := c.Partitions(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := make(chan *sarama.ConsumerMessage, 1024)
-	stop := make(chan struct{})
-	defer close(stop)
-	for _, p := range parts {
-		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pc.Close()
-		go func() {
-			for m := range pc.Messages() {
-				select {
-				case all <- m:
-				case <-stop:
-					return
-				}
-			}
-		}()
-	}
 	seen := map[string][]*pb.CallResult{}
-	timeout := time.After(within)
-	n := 0
-	for !done(seen) {
-		select {
-		case m := <-all:
-			r := &pb.CallResult{}
-			if err := proto.Unmarshal(m.Value, r); err != nil {
-				t.Fatalf("result at %d/%d: %v", m.Partition, m.Offset, err)
-			}
-			seen[r.GetCallId()] = append(seen[r.GetCallId()], r)
-			n++
-		case <-timeout:
-			t.Fatalf("%s: %d records within %v, not all expected", topic, n, within)
+	consume(t, brokers, topic, within, func(m *sarama.ConsumerMessage) bool {
+		r := &pb.CallResult{}
+		if err := proto.Unmarshal(m.Value, r); err != nil {
+			t.Fatalf("result at %d/%d: %v", m.Partition, m.Offset, err)
 		}
-	}
+		seen[r.GetCallId()] = append(seen[r.GetCallId()], r)
+		return done(seen)
+	})
 	return seen
 }
 
@@ -278,7 +221,7 @@ func TestTwilioStatusCallbacks(t *testing.T) {
 		"--provider", "twilio", "--twilio-api", fake.URL, "--twilio-from", "+14155550199", "--cps", "10",
 		"--http", web, "--public-url", "http://"+web, "--twilio-amd", "enable")...)...)
 
-	waitTopic(t, brokers, string(topology.NewTopics(pfx).DialerLoop()), parts, dial) // created last
+	dial.awaitReady(1, 60*time.Second)
 	produceCalls(t, brokers, pfx, parts, ivrCalls(2, 1, "https://ivr.example/twiml/hello"))
 	placed, err := fake.WaitCalls(2, 60*time.Second)
 	if err != nil {

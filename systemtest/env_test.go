@@ -415,34 +415,47 @@ func schedule(t *testing.T, brokers, pfx string, partitions int, plan map[string
 // scheduleOn is schedule through the client settings k (TLS and SASL, say).
 func scheduleOn(t *testing.T, k topology.Kafka, pfx string, plan map[string]map[string]time.Time) map[followUp]time.Time {
 	t.Helper()
-	em, err := goka.NewEmitter(k.Brokers, topology.NewTopics(pfx).Onboarding, new(codec.Command), k.EmitterOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[followUp]time.Time{}
 	now := timestamppb.Now()
-	type command struct {
-		user string
-		cmd  *pb.Command
-	}
-	var failed []command
-	var lastErr error
-	var mu sync.Mutex
+	var recs []keyed
 	for user, tasks := range plan {
 		ob := &pb.Onboard{Phone: "+14155550100", TimeZone: "America/Chicago"}
 		for task, due := range tasks {
 			ob.FollowUps = append(ob.FollowUps, &pb.FollowUp{TaskId: task, When: &pb.FollowUp_DueAt{DueAt: timestamppb.New(due)}})
 			want[followUp{user, task}] = due.Truncate(time.Nanosecond)
 		}
-		cmd := &pb.Command{UserId: user, RequestedAt: now, Command: &pb.Command_Onboard{Onboard: ob}}
-		prom, err := em.Emit(user, cmd)
+		recs = append(recs, keyed{user, &pb.Command{UserId: user, RequestedAt: now, Command: &pb.Command_Onboard{Onboard: ob}}})
+	}
+	emitAll(t, k, topology.NewTopics(pfx).Onboarding, new(codec.Command), recs)
+	return want
+}
+
+// keyed is a record to produce: a key and a message.
+type keyed struct {
+	key string
+	msg any
+}
+
+// emitAll produces the records to topic with Goka's emitter (murmur2 keys),
+// all acknowledged before it returns.
+func emitAll(t *testing.T, k topology.Kafka, topic goka.Stream, c goka.Codec, recs []keyed) {
+	t.Helper()
+	em, err := goka.NewEmitter(k.Brokers, topic, c, k.EmitterOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []keyed
+	var lastErr error
+	var mu sync.Mutex
+	for _, r := range recs {
+		prom, err := em.Emit(r.key, r.msg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		prom.Then(func(err error) {
 			if err != nil {
 				mu.Lock()
-				failed, lastErr = append(failed, command{user, cmd}), err
+				failed, lastErr = append(failed, r), err
 				mu.Unlock()
 			}
 		})
@@ -450,29 +463,28 @@ func scheduleOn(t *testing.T, k topology.Kafka, pfx string, plan map[string]map[
 	if err := em.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	// A topic the scheduler has just created may not have its partition
+	// A topic a process has just created may not have its partition
 	// leaders everywhere yet: produce what failed again, once they do.
 	for attempt := 0; len(failed) > 0; attempt++ {
 		if attempt == 20 {
-			t.Fatalf("%d onboarding commands not produced: %v", len(failed), lastErr)
+			t.Fatalf("%d records not produced to %s: %v", len(failed), topic, lastErr)
 		}
 		time.Sleep(250 * time.Millisecond) // the broker's metadata has no event to await
-		em, err := goka.NewEmitter(k.Brokers, topology.NewTopics(pfx).Onboarding, new(codec.Command), k.EmitterOptions()...)
+		em, err := goka.NewEmitter(k.Brokers, topic, c, k.EmitterOptions()...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		retry := failed
 		failed = nil
-		for _, c := range retry {
-			if err := em.EmitSync(c.user, c.cmd); err != nil {
-				failed, lastErr = append(failed, c), err
+		for _, r := range retry {
+			if err := em.EmitSync(r.key, r.msg); err != nil {
+				failed, lastErr = append(failed, r), err
 			}
 		}
 		if err := em.Finish(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return want
 }
 
 // spread plans n users with tasksPer follow-ups each, due uniformly over
