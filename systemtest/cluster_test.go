@@ -43,12 +43,11 @@ func TestClusterBrokerKill(t *testing.T) {
 		names = append(names, s.Name)
 	}
 	prov := newProvider(t)
-	common := func(id string) []string {
-		return roleArgs(t, brokers, pfx, parts, "--replication", "3", "--instance-id", id, "--session-timeout", "6s",
-			"--provider", "webhook", "--webhook-url", prov.url())
+	common := func(id string, extra ...string) []string {
+		return roleArgs(t, brokers, pfx, parts, append([]string{"--replication", "3", "--instance-id", id, "--session-timeout", "6s"}, extra...)...)
 	}
 	sched := start(t, "scheduler", append([]string{"scheduler"}, common("s1")...)...)
-	dial := start(t, "dialer", append([]string{"dialer"}, common("d1")...)...)
+	dial := start(t, "dialer", append([]string{"dialer"}, common("d1", "--provider", "webhook", "--webhook-url", prov.url())...)...)
 	sched.awaitReady(1, 2*time.Minute)
 	dial.awaitReady(1, 2*time.Minute)
 	checkReplicated(t, cluster, names, 3, "2")

@@ -15,11 +15,10 @@ func TestRollingRestart(t *testing.T) {
 	brokers := needKafka(t)
 	pfx, parts := prefix(t), 6
 	prov := newProvider(t)
-	args := func(role, id string) []string {
-		return append([]string{role}, roleArgs(t, brokers, pfx, parts, "--instance-id", id, "--session-timeout", "10s",
-			"--provider", "webhook", "--webhook-url", prov.url())...)
+	args := func(role, id string, extra ...string) []string {
+		return append([]string{role}, roleArgs(t, brokers, pfx, parts, append([]string{"--instance-id", id, "--session-timeout", "10s"}, extra...)...)...)
 	}
-	dial := start(t, "dialer", args("dialer", "d1")...)
+	dial := start(t, "dialer", args("dialer", "d1", "--provider", "webhook", "--webhook-url", prov.url())...)
 	var scheds []*proc
 	for i := range 3 {
 		id := fmt.Sprintf("s%d", i+1)
