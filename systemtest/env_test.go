@@ -93,9 +93,13 @@ func start(t *testing.T, name string, args ...string) *proc {
 	p.launch()
 	t.Cleanup(func() {
 		p.kill()
+		b, _ := os.ReadFile(p.log)
 		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
 			t.Logf("--- log of %s (last 6000 bytes) ---\n%s", name, tail(b, 6000))
+		}
+		// SYSTEMTEST_LOGS=DIR keeps every process's whole log.
+		if dir := os.Getenv("SYSTEMTEST_LOGS"); dir != "" {
+			_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log"), b, 0o644)
 		}
 	})
 	return p
