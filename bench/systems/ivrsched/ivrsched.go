@@ -41,6 +41,7 @@ type System struct {
 	name   string
 	mode   Mode
 	extra  []string // more flags for every process
+	sched  []string // more flags for the scheduler (or the single process)
 	env    harness.Env
 	bin    string
 	topics topology.Topics
@@ -48,18 +49,29 @@ type System struct {
 	data   string
 	web    string // the web UI of `ivrsched run` (pprof included)
 
-	mu    sync.Mutex
-	procs []*proc // scheduler first
+	mu     sync.Mutex
+	procs  []*proc // scheduler first
+	joiner *proc   // a second scheduler instance (Join), or nil
+	joins  int     // Joins so far, for a fresh data directory each
 }
 
 type proc struct {
 	args []string
+	log  string           // its log file, in the work directory
 	p    *harness.Process // nil until launched
 }
 
 // New returns the subject; extra flags go to every ivrsched process.
 func New(name string, mode Mode, extra ...string) *System {
 	return &System{name: name, mode: mode, extra: extra}
+}
+
+// WithSchedulerFlags adds flags for the scheduler role only (the single
+// process in OneProcess and Embedded modes), e.g. a log level that would
+// make the dialer log every call.
+func (s *System) WithSchedulerFlags(flags ...string) *System {
+	s.sched = append(s.sched, flags...)
+	return s
 }
 
 // Name is the subject's name.
@@ -110,6 +122,10 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 		s.broker = addr
 		s.procs = []*proc{{args: append([]string{"run", "--embedded-addr", addr, "--http", s.web}, common("run")...)}}
 	}
+	s.procs[0].args = append(s.procs[0].args, s.sched...)
+	for _, p := range s.procs {
+		p.log = filepath.Join(env.WorkDir, s.name+"-"+p.args[0]+".log")
+	}
 	for _, p := range s.procs {
 		if err := s.launch(p); err != nil {
 			return err
@@ -146,7 +162,7 @@ func freeAddr() (string, error) {
 }
 
 func (s *System) launch(p *proc) error {
-	proc, err := harness.StartProcess(exec.Command(s.bin, p.args...), filepath.Join(s.env.WorkDir, s.name+"-"+p.args[0]+".log"))
+	proc, err := harness.StartProcess(exec.Command(s.bin, p.args...), p.log)
 	if err != nil {
 		return fmt.Errorf("ivrsched %s: %w", p.args[0], err)
 	}
@@ -283,9 +299,12 @@ func (s *System) ObservePlaced(ctx context.Context, out chan<- harness.Fire) err
 func (s *System) PIDs() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := make([]*harness.Process, len(s.procs))
-	for i, p := range s.procs {
-		ps[i] = p.p
+	ps := make([]*harness.Process, 0, len(s.procs)+1)
+	for _, p := range s.procs {
+		ps = append(ps, p.p)
+	}
+	if s.joiner != nil {
+		ps = append(ps, s.joiner.p)
 	}
 	return harness.PIDs(ps...)
 }
@@ -303,7 +322,13 @@ func (s *System) Recover(ctx context.Context) error {
 // Stop stops every process gracefully (SIGTERM), killing after 30 s.
 func (s *System) Stop() error {
 	var errs []error
-	for _, p := range s.procs {
+	s.mu.Lock()
+	procs := s.procs
+	if s.joiner != nil {
+		procs = append([]*proc{s.joiner}, procs...)
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
 		if p.p != nil {
 			errs = append(errs, p.p.Stop(30*time.Second))
 		}
