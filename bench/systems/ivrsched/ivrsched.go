@@ -223,17 +223,23 @@ func (s *System) Schedule(ctx context.Context, tasks []harness.Task) error {
 	var acked int
 	go func() {
 		var first error
+		defer func() { errc <- first }()
 		for range tasks {
 			select {
-			case <-p.Successes():
-			case e := <-p.Errors():
+			case _, ok := <-p.Successes():
+				if !ok {
+					return // closed on cancellation
+				}
+			case e, ok := <-p.Errors():
+				if !ok {
+					return
+				}
 				if first == nil {
 					first = e.Err
 				}
 			}
 			acked++
 		}
-		errc <- first
 	}()
 	for _, t := range tasks {
 		cmd := &ivrschedpb.Command{UserId: t.User, RequestedAt: now, Command: &ivrschedpb.Command_Onboard{Onboard: &ivrschedpb.Onboard{
