@@ -348,7 +348,8 @@ func (s *System) Applied(ctx context.Context) error {
 	return s.committed(ctx, string(s.topics.Scheduler), string(s.topics.Onboarding))
 }
 
-// committed returns once group has committed every record of topic.
+// committed returns once group has committed every record of topic. A
+// coordinator still loading offsets or moving is asked again.
 func (s *System) committed(ctx context.Context, group, topic string) error {
 	client, err := sarama.NewClient([]string{s.broker}, config())
 	if err != nil {
@@ -371,12 +372,18 @@ func (s *System) committed(ctx context.Context, group, topic string) error {
 			}
 		}
 		got, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-		if err != nil {
+		if err == nil && got.Err != sarama.ErrNoError {
+			err = got.Err
+		}
+		done := err == nil
+		switch {
+		case errors.Is(err, sarama.ErrOffsetsLoadInProgress), errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable), errors.Is(err, sarama.ErrNotCoordinatorForConsumer):
+			// the group's coordinator is busy or moving: ask again
+		case err != nil:
 			return err
 		}
-		done := true
 		for _, p := range parts {
-			if b := got.GetBlock(topic, p); b == nil || b.Offset < ends[p] {
+			if b := got.GetBlock(topic, p); done && (b == nil || b.Offset < ends[p]) {
 				done = false
 			}
 		}

@@ -70,8 +70,24 @@ func (s *System) Leave() error {
 }
 
 // Joined is the partitions the second scheduler owns, from the group's
-// description at the coordinator.
+// description at the coordinator (asked again for up to 30 s while the
+// coordinator is busy or the group rebalances).
 func (s *System) Joined(ctx context.Context) ([]int32, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		parts, err := s.joined()
+		if err == nil || time.Now().After(deadline) {
+			return parts, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (s *System) joined() ([]int32, error) {
 	admin, err := sarama.NewClusterAdmin([]string{s.broker}, config())
 	if err != nil {
 		return nil, err
@@ -83,6 +99,12 @@ func (s *System) Joined(ctx context.Context) ([]int32, error) {
 		return nil, fmt.Errorf("describe group %s: %w", group, err)
 	}
 	for _, d := range ds {
+		if d.Err != sarama.ErrNoError {
+			return nil, fmt.Errorf("describe group %s: %w", group, d.Err)
+		}
+		if d.State != "Stable" {
+			return nil, fmt.Errorf("group %s is %s", group, d.State)
+		}
 		for _, m := range d.Members {
 			if m.GroupInstanceId == nil || *m.GroupInstanceId != s.joinerID() {
 				continue
