@@ -208,6 +208,10 @@ func config() *sarama.Config {
 	c.Producer.Partitioner = sarama.NewCustomHashPartitioner(topology.Murmur2())
 	c.Producer.Flush.Frequency = time.Millisecond
 	c.Producer.Flush.Messages = 500
+	// A starved single broker loses its partitions' leadership for seconds:
+	// retry through that rather than fail the run.
+	c.Producer.Retry.Max = 40
+	c.Producer.Retry.Backoff = 250 * time.Millisecond
 	c.ChannelBufferSize = 4096
 	return c
 }
@@ -349,7 +353,10 @@ func (s *System) Applied(ctx context.Context) error {
 }
 
 // committed returns once group has committed every record of topic. A
-// coordinator still loading offsets or moving is asked again.
+// broker that does not answer, or answers that it does not lead a
+// partition or coordinate the group (a starved single broker loses its
+// leadership for seconds; a coordinator may still be loading offsets), is
+// asked again for up to two minutes.
 func (s *System) committed(ctx context.Context, group, topic string) error {
 	client, err := sarama.NewClient([]string{s.broker}, config())
 	if err != nil {
@@ -360,35 +367,22 @@ func (s *System) committed(ctx context.Context, group, topic string) error {
 	if err != nil {
 		return err
 	}
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return err
-	}
+	var failing time.Time // since when every attempt failed
 	for {
-		ends := map[int32]int64{}
-		for _, p := range parts {
-			if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
-				return err
-			}
-		}
-		got, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-		if err == nil && got.Err != sarama.ErrNoError {
-			err = got.Err
-		}
-		done := err == nil
+		done, err := isCommitted(client, admin, group, topic)
 		switch {
-		case errors.Is(err, sarama.ErrOffsetsLoadInProgress), errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable), errors.Is(err, sarama.ErrNotCoordinatorForConsumer):
-			// the group's coordinator is busy or moving: ask again
-		case err != nil:
+		case err == nil:
+			failing = time.Time{}
+		case failing.IsZero():
+			failing = time.Now()
+		case time.Since(failing) > 2*time.Minute:
 			return err
-		}
-		for _, p := range parts {
-			if b := got.GetBlock(topic, p); done && (b == nil || b.Offset < ends[p]) {
-				done = false
-			}
 		}
 		if done {
 			return nil
+		}
+		if err != nil {
+			_ = client.RefreshMetadata(topic)
 		}
 		select {
 		case <-ctx.Done():
@@ -396,6 +390,33 @@ func (s *System) committed(ctx context.Context, group, topic string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// isCommitted reports whether group committed topic's end offsets.
+func isCommitted(client sarama.Client, admin sarama.ClusterAdmin, group, topic string) (bool, error) {
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return false, err
+	}
+	ends := map[int32]int64{}
+	for _, p := range parts {
+		if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+			return false, err
+		}
+	}
+	got, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+	if err != nil {
+		return false, err
+	}
+	if got.Err != sarama.ErrNoError {
+		return false, got.Err
+	}
+	for _, p := range parts {
+		if b := got.GetBlock(topic, p); b == nil || b.Offset < ends[p] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // LiveHeapBytes is the heap `ivrsched run` keeps after a garbage

@@ -154,6 +154,11 @@ func (s *System) Tombstones(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, t := range []string{string(s.topics.SchedulerTable()), string(s.topics.DialerTable())} {
 		n, err := countTombstones(ctx, client, t)
+		for try := 1; err != nil && try < 5 && ctx.Err() == nil; try++ { // a starved broker may not lead a partition for a while
+			time.Sleep(2 * time.Second)
+			_ = client.RefreshMetadata(t)
+			n, err = countTombstones(ctx, client, t)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tombstones of %s: %w", t, err)
 		}
