@@ -188,18 +188,22 @@ func ScaleMarkdown(w io.Writer, ss []ScaleResult) {
 func RetentionMarkdown(w io.Writer, rs []RetentionResult) {
 	for _, r := range rs {
 		fmt.Fprintf(w, "\nRetention phase (%s): %d follow-ups pending for %d users, %d idle users, --retain %s once measured.\n\n", r.System, r.Pending, r.Pending/2, r.Idle, r.Retain)
-		fmt.Fprintln(w, "| state | table keys | kill -9: first fire after restart s | lost / dups / early | restart: records restored, slowest index build s | rebalance, moved partitions: longest wait s | lost / dups / early | joiner: records restored, slowest restore s, keys, slowest build s | stayed partitions: longest wait s | lost / dups / early | stayed: keys, slowest build s |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| state | table keys | kill -9: first fire after restart s | lost / dups / early | restart: records restored, slowest index build s | rebalance, moved partitions: longest wait s | lost / dups / early | joiner: records restored, slowest restore s, keys, slowest build s | stayed partitions: longest wait s | lost / dups / early | stayed: keys, slowest build s | against the baseline: restart / moved / stayed |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, s := range r.States {
 			if s.Error != "" {
-				fmt.Fprintf(w, "| %s | error: %s ||||||||||\n", s.Name, strings.ReplaceAll(s.Error, "|", "/"))
+				fmt.Fprintf(w, "| %s | error: %s |||||||||||\n", s.Name, strings.ReplaceAll(s.Error, "|", "/"))
 				continue
 			}
 			rs, mv, st := s.Restart, s.Rebalance.Moved, s.Rebalance.Stayed
-			fmt.Fprintf(w, "| %s | %d | %.1f | %d / %d / %d | %d, %.1f | %.1f | %d / %d / %d | %d, %.1f, %d, %.1f | %.1f | %d / %d / %d | %d, %.1f |\n",
+			vs := "-"
+			if v := s.VsBaseline; v != [3]float64{} {
+				vs = fmt.Sprintf("%.2f× / %.2f× / %.2f×", v[0], v[1], v[2])
+			}
+			fmt.Fprintf(w, "| %s | %d | %.1f | %d / %d / %d | %d, %.1f | %.1f | %d / %d / %d | %d, %.1f, %d, %.1f | %.1f | %d / %d / %d | %d, %.1f | %s |\n",
 				s.Name, s.Users, rs.FirstFireSec, rs.Lost, rs.Duplicates, rs.Early, rs.Opened.Restored, rs.Opened.MaxBuildSec,
 				mv.LongestWaitSec, mv.Lost, mv.Duplicates, mv.Early, mv.Opened.Restored, mv.Opened.MaxRestoreSec, mv.Opened.Keys, mv.Opened.MaxBuildSec,
-				st.LongestWaitSec, st.Lost, st.Duplicates, st.Early, st.Opened.Keys, st.Opened.MaxBuildSec)
+				st.LongestWaitSec, st.Lost, st.Duplicates, st.Early, st.Opened.Keys, st.Opened.MaxBuildSec, vs)
 		}
 		fmt.Fprintln(w)
 		if r.Error != "" {
@@ -212,6 +216,10 @@ func RetentionMarkdown(w io.Writer, rs []RetentionResult) {
 		}
 		fmt.Fprintf(w, "Retention: %d of %d idle users reported expired, the first %.1f s and the last %.1f s after the restart with --retain %s (%.0f /s); tombstones: %s.\n",
 			r.Expired, r.Idle, r.FirstExpiredSec, r.RetentionSec, r.Retain, r.ExpiredPerSec, strings.Join(tombs, ", "))
+		if r.TableBytesBefore > 0 {
+			fmt.Fprintf(w, "Compaction (segments rolled every second, any dirty ratio): the scheduler table's log went from %.0f to %.0f MB in %.0f s.\n",
+				float64(r.TableBytesBefore)/(1<<20), float64(r.TableBytesAfter)/(1<<20), r.CompactSec)
+		}
 		if r.RestartRatio > 0 {
 			fmt.Fprintf(w, "After retention against the baseline (goal: at most 2×): first fire after restart %.2f×, rebalance longest wait %.2f× on the moved partitions and %.2f× on those that stayed.\n",
 				r.RestartRatio, r.MovedRatio, r.StayedRatio)

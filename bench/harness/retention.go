@@ -32,6 +32,14 @@ type Retainer interface {
 	Opens(since time.Time) ([]PartitionOpen, error)
 }
 
+// Compacter is a Retainer whose table the broker can be made to compact
+// now, as it would once the table's changelog rolled its active segment.
+type Compacter interface {
+	// Compact returns once the table's log shrank, with its bytes before
+	// and after.
+	Compact(ctx context.Context) (before, after int64, err error)
+}
+
 // PartitionOpen is what opening one table partition cost an instance:
 // the changelog records restored into its local store, then the due index
 // built with one scan of the store.
@@ -109,7 +117,10 @@ type RetentionState struct {
 	Users     int64            `json:"table_keys"` // keys the restart's index builds scanned
 	Restart   RestartFigures   `json:"restart"`
 	Rebalance RebalanceFigures `json:"rebalance"`
-	Error     string           `json:"error,omitempty"`
+	// Against the baseline: first fire after the restart, longest wait on
+	// the moved and on the stayed partitions (0: not measured).
+	VsBaseline [3]float64 `json:"vs_baseline"`
+	Error      string     `json:"error,omitempty"`
 }
 
 // RetentionResult is the retention phase: restart and rebalance with only
@@ -135,6 +146,12 @@ type RetentionResult struct {
 	Tombstones         map[string]int64 `json:"tombstones"`
 	RetentionRestarted time.Time        `json:"retention_restarted_at"`
 
+	// With Compact: the scheduler table's bytes on the broker before and
+	// after the broker compacted it, and how long that took.
+	TableBytesBefore int64   `json:"table_bytes_before_compaction,omitempty"`
+	TableBytesAfter  int64   `json:"table_bytes_after_compaction,omitempty"`
+	CompactSec       float64 `json:"compaction_seconds,omitempty"`
+
 	// After retention against the baseline (the goal: at most 2).
 	RestartRatio float64 `json:"restart_ratio"`
 	MovedRatio   float64 `json:"rebalance_moved_ratio"`
@@ -150,6 +167,9 @@ type RetentionWorkload struct {
 	Probes  int           // probe follow-ups per measurement
 	// ProbeWindow is how long the rebalance's probes are due over.
 	ProbeWindow time.Duration
+	// Compact: after retention, have the broker compact the table (the
+	// system must be a Compacter) and measure once more.
+	Compact bool
 	// Lead, CrashWait, Payload and Seed are the workload's.
 	Workload
 }
@@ -158,6 +178,7 @@ const (
 	baselineState = "baseline"
 	beforeState   = "before retention"
 	afterState    = "after retention"
+	compactState  = "after retention and compaction"
 )
 
 // RunRetention measures what a table of idle users costs a restart and a
@@ -267,10 +288,29 @@ func RunRetention(ctx context.Context, s Retainer, b Backend, env Env, rw Retent
 	}
 	res.States = append(res.States, m.state(ctx, afterState))
 
-	base, after := res.States[0], res.States[2]
-	res.RestartRatio = ratio(after.Restart.FirstFireSec, base.Restart.FirstFireSec)
-	res.MovedRatio = ratio(after.Rebalance.Moved.LongestWaitSec, base.Rebalance.Moved.LongestWaitSec)
-	res.StayedRatio = ratio(after.Rebalance.Stayed.LongestWaitSec, base.Rebalance.Stayed.LongestWaitSec)
+	if rw.Compact {
+		c, ok := s.(Compacter)
+		if !ok {
+			return fail(fmt.Errorf("%s cannot have its table compacted", s.Name()))
+		}
+		log.Info("having the broker compact the table")
+		t := time.Now()
+		if res.TableBytesBefore, res.TableBytesAfter, err = c.Compact(ctx); err != nil {
+			return fail(err)
+		}
+		res.CompactSec = time.Since(t).Seconds()
+		log.Info("table compacted", "bytes_before", res.TableBytesBefore, "bytes_after", res.TableBytesAfter, "took_s", res.CompactSec)
+		res.States = append(res.States, m.state(ctx, compactState))
+	}
+
+	base := res.States[0]
+	for i := range res.States[1:] {
+		st := &res.States[i+1]
+		st.VsBaseline = [3]float64{ratio(st.Restart.FirstFireSec, base.Restart.FirstFireSec),
+			ratio(st.Rebalance.Moved.LongestWaitSec, base.Rebalance.Moved.LongestWaitSec),
+			ratio(st.Rebalance.Stayed.LongestWaitSec, base.Rebalance.Stayed.LongestWaitSec)}
+	}
+	res.RestartRatio, res.MovedRatio, res.StayedRatio = res.States[2].VsBaseline[0], res.States[2].VsBaseline[1], res.States[2].VsBaseline[2]
 	return res
 }
 

@@ -56,12 +56,15 @@ func TestRetentionMarkdown(t *testing.T) {
 		States: []RetentionState{
 			{Name: baselineState, Users: 58, Restart: RestartFigures{FirstFireSec: 0.4}, Rebalance: RebalanceFigures{Moved: side(5.2), Stayed: side(5.1)}},
 			{Name: beforeState, Error: "a | b"},
+			{Name: afterState, Users: 58, Restart: RestartFigures{FirstFireSec: 0.6}, Rebalance: RebalanceFigures{Moved: side(10.4), Stayed: side(5.1)}, VsBaseline: [3]float64{1.5, 2, 1}},
 		}}
 	var b bytes.Buffer
 	RetentionMarkdown(&b, []RetentionResult{r})
 	out := b.String()
 	for _, want := range []string{
 		"| baseline | 58 | 0.4 | 0 / 0 / 0 | 0, 0.0 | 5.2 |",
+		"| 0, 0.0 | - |\n",
+		"| 0, 0.0 | 1.50× / 2.00× / 1.00× |\n",
 		"| before retention | error: a / b |",
 		"last 12.5 s after the restart",
 		"tombstones: a-table 1000, b-table 0.",

@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&s.retention.Retain, "retention-retain", time.Minute, "retention phase: the scheduler's --retain once the idle users are measured (at least 1m)")
 	fs.IntVar(&s.retention.Probes, "retention-probes", 2000, "retention phase: probe follow-ups per restart and per rebalance")
 	fs.DurationVar(&s.retention.ProbeWindow, "retention-window", 20*time.Second, "retention phase: the rebalance's probes are due over this window from the join")
+	fs.BoolVar(&s.retention.Compact, "retention-compact", false, "retention phase: then have the broker compact the scheduler's table (its segments rolled every second) and measure once more")
 	fs.StringVar(&s.logs, "logs", "", "copy the retention phase's process logs into this directory (default: none)")
 	if err := fs.Parse(args); err != nil {
 		return err

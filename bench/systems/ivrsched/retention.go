@@ -295,3 +295,114 @@ func parseOpens(sc *bufio.Scanner, instance string, since time.Time) ([]harness.
 	}
 	return out, sc.Err()
 }
+
+// Compact has the broker compact the scheduler's table now, as it would
+// once the changelog's active segment rolled (Kafka's defaults roll it
+// after 7 days or 1 GiB, and never clean the active segment): the topic
+// rolls a segment every second and is cleaned at any dirty ratio until its
+// size fell by a third (or 5 minutes passed), then gets its settings back.
+// Values shadowed by later values or by tombstones go; tombstones stay
+// (delete.retention.ms). A few follow-ups due now, one per partition, make
+// the writes that roll the segments. It returns the table's bytes on the
+// broker before and after.
+func (s *System) Compact(ctx context.Context) (before, after int64, err error) {
+	client, err := sarama.NewClient([]string{s.broker}, config())
+	if err != nil {
+		return 0, 0, err
+	}
+	defer client.Close()
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		return 0, 0, err
+	}
+	table := string(s.topics.SchedulerTable())
+	if before, err = topicBytes(client, admin, table); err != nil {
+		return 0, 0, err
+	}
+	set := func(op sarama.IncrementalAlterConfigsOperation, segmentMs, ratio string) error {
+		v := func(s string) *string {
+			if op == sarama.IncrementalAlterConfigsOperationDelete {
+				return nil
+			}
+			return &s
+		}
+		return admin.IncrementalAlterConfig(sarama.TopicResource, table, map[string]sarama.IncrementalAlterConfigsEntry{
+			"segment.ms":                {Operation: op, Value: v(segmentMs)},
+			"min.cleanable.dirty.ratio": {Operation: op, Value: v(ratio)},
+		}, false)
+	}
+	if err := set(sarama.IncrementalAlterConfigsOperationSet, "1000", "0.01"); err != nil {
+		return before, 0, fmt.Errorf("compact %s: %w", table, err)
+	}
+	defer func() {
+		if e := set(sarama.IncrementalAlterConfigsOperationDelete, "", ""); e != nil && err == nil {
+			err = fmt.Errorf("restore the settings of %s: %w", table, e)
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Minute)
+	for i := 0; ; i++ {
+		if i%10 == 0 { // every 10 s: writes that roll the segments
+			if err := s.Schedule(ctx, s.onePerPartition(fmt.Sprintf("compact%d", i), time.Now())); err != nil {
+				return before, 0, err
+			}
+		}
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return before, 0, err
+		}
+		if after, err = topicBytes(client, admin, table); err != nil {
+			return before, 0, err
+		}
+		if after*3 <= before*2 || time.Now().After(deadline) {
+			return before, after, nil
+		}
+	}
+}
+
+// onePerPartition is one follow-up due at due for a user of each partition.
+func (s *System) onePerPartition(id string, due time.Time) []harness.Task {
+	var ts []harness.Task
+	seen := map[int32]bool{}
+	for i := 0; len(seen) < s.env.Partitions && i < 100000; i++ {
+		u := fmt.Sprintf("user-%d", i)
+		if p := s.Partition(u); !seen[p] {
+			seen[p] = true
+			ts = append(ts, harness.Task{ID: fmt.Sprintf("%s-%d", id, i), User: u, Due: due})
+		}
+	}
+	return ts
+}
+
+// topicBytes is the size of topic's log segments on every broker.
+func topicBytes(client sarama.Client, admin sarama.ClusterAdmin, topic string) (int64, error) {
+	var ids []int32
+	for _, b := range client.Brokers() {
+		ids = append(ids, b.ID())
+	}
+	dirs, err := admin.DescribeLogDirs(ids)
+	if err != nil {
+		return 0, fmt.Errorf("log dirs: %w", err)
+	}
+	var n int64
+	for _, ds := range dirs {
+		for _, d := range ds {
+			for _, t := range d.Topics {
+				if t.Topic != topic {
+					continue
+				}
+				for _, p := range t.Partitions {
+					n += p.Size
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
