@@ -299,8 +299,9 @@ func parseOpens(sc *bufio.Scanner, instance string, since time.Time) ([]harness.
 // Compact has the broker compact the scheduler's table now, as it would
 // once the changelog's active segment rolled (Kafka's defaults roll it
 // after 7 days or 1 GiB, and never clean the active segment): the topic
-// rolls a segment every second and is cleaned at any dirty ratio until its
-// size fell by a third (or 5 minutes passed), then gets its settings back.
+// rolls a segment every second and is cleaned at any dirty ratio until
+// every partition's size fell by a third (or 5 minutes passed), then gets
+// its settings back.
 // Values shadowed by later values or by tombstones go; tombstones stay
 // (delete.retention.ms). A few follow-ups due now, one per partition, make
 // the writes that roll the segments. It returns the table's bytes on the
@@ -316,8 +317,12 @@ func (s *System) Compact(ctx context.Context) (before, after int64, err error) {
 		return 0, 0, err
 	}
 	table := string(s.topics.SchedulerTable())
-	if before, err = topicBytes(client, admin, table); err != nil {
+	start, err := topicBytes(client, admin, table)
+	if err != nil {
 		return 0, 0, err
+	}
+	for _, n := range start {
+		before += n
 	}
 	set := func(op sarama.IncrementalAlterConfigsOperation, segmentMs, ratio string) error {
 		v := func(s string) *string {
@@ -349,10 +354,17 @@ func (s *System) Compact(ctx context.Context) (before, after int64, err error) {
 		if err := sleepCtx(ctx, time.Second); err != nil {
 			return before, 0, err
 		}
-		if after, err = topicBytes(client, admin, table); err != nil {
+		now, err := topicBytes(client, admin, table)
+		if err != nil {
 			return before, 0, err
 		}
-		if after*3 <= before*2 || time.Now().After(deadline) {
+		after = 0
+		done := true
+		for p, n := range now {
+			after += n
+			done = done && n*3 <= start[p]*2
+		}
+		if done || time.Now().After(deadline) {
 			return before, after, nil
 		}
 	}
@@ -372,17 +384,17 @@ func (s *System) onePerPartition(id string, due time.Time) []harness.Task {
 	return ts
 }
 
-// topicBytes is the size of topic's log segments on every broker.
-func topicBytes(client sarama.Client, admin sarama.ClusterAdmin, topic string) (int64, error) {
+// topicBytes is the size of each partition's log segments, on every broker.
+func topicBytes(client sarama.Client, admin sarama.ClusterAdmin, topic string) (map[int32]int64, error) {
 	var ids []int32
 	for _, b := range client.Brokers() {
 		ids = append(ids, b.ID())
 	}
 	dirs, err := admin.DescribeLogDirs(ids)
 	if err != nil {
-		return 0, fmt.Errorf("log dirs: %w", err)
+		return nil, fmt.Errorf("log dirs: %w", err)
 	}
-	var n int64
+	n := map[int32]int64{}
 	for _, ds := range dirs {
 		for _, d := range ds {
 			for _, t := range d.Topics {
@@ -390,7 +402,7 @@ func topicBytes(client sarama.Client, admin sarama.ClusterAdmin, topic string) (
 					continue
 				}
 				for _, p := range t.Partitions {
-					n += p.Size
+					n[p.PartitionID] += p.Size
 				}
 			}
 		}
