@@ -300,8 +300,9 @@ func parseOpens(sc *bufio.Scanner, instance string, since time.Time) ([]harness.
 // once the changelog's active segment rolled (Kafka's defaults roll it
 // after 7 days or 1 GiB, and never clean the active segment): the topic
 // rolls a segment every second and is cleaned at any dirty ratio until
-// every partition's size fell by a third (or 5 minutes passed), then gets
-// its settings back.
+// its size fell by a third and then stayed the same for 30 s (the log
+// cleaner found nothing more to clean), or 5 minutes passed; then the
+// topic gets its settings back.
 // Values shadowed by later values or by tombstones go; tombstones stay
 // (delete.retention.ms). A few follow-ups due now, one per partition, make
 // the writes that roll the segments. It returns the table's bytes on the
@@ -345,6 +346,7 @@ func (s *System) Compact(ctx context.Context) (before, after int64, err error) {
 		}
 	}()
 	deadline := time.Now().Add(5 * time.Minute)
+	last, since := before, time.Now() // the smallest size seen, and since when
 	for i := 0; ; i++ {
 		if i%10 == 0 { // every 10 s: writes that roll the segments
 			if err := s.Schedule(ctx, s.onePerPartition(fmt.Sprintf("compact%d", i), time.Now())); err != nil {
@@ -359,12 +361,13 @@ func (s *System) Compact(ctx context.Context) (before, after int64, err error) {
 			return before, 0, err
 		}
 		after = 0
-		done := true
-		for p, n := range now {
+		for _, n := range now {
 			after += n
-			done = done && n*3 <= start[p]*2
 		}
-		if done || time.Now().After(deadline) {
+		if after < last {
+			last, since = after, time.Now()
+		}
+		if after*3 <= before*2 && time.Since(since) >= 30*time.Second || time.Now().After(deadline) {
 			return before, after, nil
 		}
 	}
