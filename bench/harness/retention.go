@@ -240,7 +240,7 @@ func RunRetention(ctx context.Context, s Retainer, b Backend, env Env, rw Retent
 		return fail(err)
 	}
 	res.IdleAppliedPerSec = float64(rw.Idle) / time.Since(t0).Seconds()
-	lastDue := latestDue(idle)
+	_, lastDue := dueSpan(idle)
 	obs.wait(ctx, lastDue.Add(10*time.Minute))
 	p := obs.phase(idle)
 	res.IdleFiredPerSec, res.IdleLost = p.FirePerSec, p.Missing
@@ -415,7 +415,8 @@ func (m *measurer) restart(ctx context.Context) (RestartFigures, error) {
 	if err := m.s.Schedule(ctx, ts); err != nil {
 		return f, err
 	}
-	if err := sleep(ctx, time.Until(earliestDue(ts))); err != nil {
+	first, last := dueSpan(ts)
+	if err := sleep(ctx, time.Until(first)); err != nil {
 		return f, err
 	}
 	if err := m.s.Crash(); err != nil {
@@ -425,7 +426,7 @@ func (m *measurer) restart(ctx context.Context) (RestartFigures, error) {
 	if err := m.s.Recover(ctx); err != nil {
 		return f, fmt.Errorf("restart: %w", err)
 	}
-	m.obs.wait(ctx, latestDue(ts).Add(m.rw.CrashWait))
+	m.obs.wait(ctx, last.Add(m.rw.CrashWait))
 	c := m.obs.crash(ts, restart)
 	f.FirstFireSec, f.Lost, f.Duplicates, f.Early = c.FirstFireAfterSec, c.Lost, c.Duplicates, c.Early
 	if pl := c.Placed; pl != nil {
@@ -450,7 +451,8 @@ func (m *measurer) rebalance(ctx context.Context) (RebalanceFigures, error) {
 	if err := m.s.Schedule(ctx, ts); err != nil {
 		return f, err
 	}
-	if err := sleep(ctx, time.Until(earliestDue(ts))); err != nil {
+	first, last := dueSpan(ts)
+	if err := sleep(ctx, time.Until(first)); err != nil {
 		return f, err
 	}
 	join := time.Now()
@@ -462,7 +464,7 @@ func (m *measurer) rebalance(ctx context.Context) (RebalanceFigures, error) {
 			m.log.Error("second instance did not stop cleanly", "err", err)
 		}
 	}()
-	m.obs.wait(ctx, latestDue(ts).Add(m.rw.CrashWait))
+	m.obs.wait(ctx, last.Add(m.rw.CrashWait))
 	moved, err := m.s.Joined(ctx)
 	if err != nil {
 		return f, err
@@ -517,24 +519,18 @@ func splitRebalance(w *watcher, ts []Task, moved []int32, partitions int, partit
 	return f
 }
 
-func earliestDue(ts []Task) time.Time {
-	e := ts[0].Due
+// dueSpan is the earliest and the latest due time of ts.
+func dueSpan(ts []Task) (first, last time.Time) {
+	first, last = ts[0].Due, ts[0].Due
 	for _, t := range ts {
-		if t.Due.Before(e) {
-			e = t.Due
+		if t.Due.Before(first) {
+			first = t.Due
+		}
+		if t.Due.After(last) {
+			last = t.Due
 		}
 	}
-	return e
-}
-
-func latestDue(ts []Task) time.Time {
-	l := ts[0].Due
-	for _, t := range ts {
-		if t.Due.After(l) {
-			l = t.Due
-		}
-	}
-	return l
+	return first, last
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
