@@ -144,8 +144,15 @@ func (s *System) ObserveExpired(ctx context.Context, out chan<- harness.Fire) er
 }
 
 // Tombstones counts the deletes (records without a value) on the
-// scheduler's and the dialer's table topics, up to their ends now.
+// scheduler's and the dialer's table topics, once the dialer has consumed
+// every report on followup-events (it deletes the users reported expired).
 func (s *System) Tombstones(ctx context.Context) (map[string]int64, error) {
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	err := s.committed(wctx, string(s.topics.Dialer), string(s.topics.Events))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("the dialer has not consumed %s: %w", s.topics.Events, err)
+	}
 	client, err := sarama.NewClient([]string{s.broker}, config())
 	if err != nil {
 		return nil, err
