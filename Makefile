@@ -14,9 +14,10 @@ FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./process
 BENCH_DIALER := -dialer 20000 -dialer-latencies 0ms,50ms,300ms -dialer-args '--max-in-flight 500'
 BENCH_QUICK := -systems ivrsched-kafka,ivrsched-embedded,asynq-default,asynq-100ms,etf1-warn-log,reenqueue-immediate,reenqueue-hold60s \
 	-n 10000 -crash 2000 -lead 5s -window 8s -crash-wait 60s $(BENCH_DIALER)
+BENCH_RETENTION := -systems none -retention 1000000 -retention-pending 100000 -retention-compact -lead 5s -crash-wait 120s
 BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000 $(BENCH_DIALER)
 
-.PHONY: run test test-clients unit vet build proto clean fuzz fuzz-short bench bench-full bench-test redis-server
+.PHONY: run test test-clients unit vet build proto clean fuzz fuzz-short bench bench-full bench-retention bench-test redis-server
 
 ## run: the whole product on an embedded broker, with sample onboarding events
 run:
@@ -71,6 +72,11 @@ bench: redis-server
 
 bench-full: redis-server
 	cd bench && $(GO) run ./cmd/ivrbench $(BENCH_FULL) -out ../docs/bench-full
+
+## bench-retention: restart and rebalance of ivrsched with 100 k pending, then
+## with 1 M idle users too, then after retention removed them (about 15 minutes)
+bench-retention:
+	cd bench && $(GO) run ./cmd/ivrbench $(BENCH_RETENTION) -out ../docs/bench-retention
 
 ## bench-test: the benchmark subjects' own tests (Apache Kafka, redis-server, a cgo build of etf1)
 bench-test: redis-server

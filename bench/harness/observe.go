@@ -15,7 +15,12 @@ import (
 func ObserveTopic(ctx context.Context, brokers []string, topic string, out chan<- Fire, decode func(*sarama.ConsumerMessage) (Fire, bool)) error {
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
-	c, err := sarama.NewConsumer(brokers, cfg)
+	client, err := sarama.NewClient(brokers, cfg)
+	if err != nil {
+		return fmt.Errorf("observe %s: %w", topic, err)
+	}
+	defer client.Close()
+	c, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
 		return fmt.Errorf("observe %s: %w", topic, err)
 	}
@@ -34,9 +39,16 @@ func ObserveTopic(ctx context.Context, brokers []string, topic string, out chan<
 	}
 	var wg sync.WaitGroup
 	for _, part := range parts {
+		// A partition of a topic just created may have no leader yet.
 		pc, err := c.ConsumePartition(topic, part, sarama.OffsetOldest)
-		if err != nil {
-			return fmt.Errorf("observe %s/%d: %w", topic, part, err)
+		for err != nil {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("observe %s/%d: %w", topic, part, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			_ = client.RefreshMetadata(topic)
+			pc, err = c.ConsumePartition(topic, part, sarama.OffsetOldest)
 		}
 		wg.Add(1)
 		go func() {

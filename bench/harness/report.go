@@ -3,7 +3,9 @@ package harness
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -178,5 +180,49 @@ func ScaleMarkdown(w io.Writer, ss []ScaleResult) {
 			float64(s.LiveHeapBytes)/(1<<20), s.LiveHeapPerPending,
 			float64(s.DiskBytes)/(1<<20), float64(s.BrokerBytes)/(1<<20), st.P50Ms, st.P99Ms, st.MaxMs, st.Early,
 			s.RestartFirstSec, s.RestartLost, s.RestartDups, placed)
+	}
+}
+
+// RetentionMarkdown writes the retention phase: a row per state of the
+// table, then what the retention did and the ratios against the baseline.
+func RetentionMarkdown(w io.Writer, rs []RetentionResult) {
+	for _, r := range rs {
+		fmt.Fprintf(w, "\nRetention phase (%s): %d follow-ups pending for %d users, %d idle users, --retain %s once measured.\n\n", r.System, r.Pending, r.Pending/2, r.Idle, r.Retain)
+		fmt.Fprintln(w, "| state | table keys | kill -9: first fire after restart s | lost / dups / early | restart: records restored, slowest index build s | rebalance, moved partitions: longest wait s | lost / dups / early | joiner: records restored, slowest restore s, keys, slowest build s | stayed partitions: longest wait s | lost / dups / early | stayed: keys, slowest build s | against the baseline: restart / moved / stayed |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, s := range r.States {
+			if s.Error != "" {
+				fmt.Fprintf(w, "| %s | error: %s |||||||||||\n", s.Name, strings.ReplaceAll(s.Error, "|", "/"))
+				continue
+			}
+			rs, mv, st := s.Restart, s.Rebalance.Moved, s.Rebalance.Stayed
+			vs := "-"
+			if v := s.VsBaseline; v != [3]float64{} {
+				vs = fmt.Sprintf("%.2f× / %.2f× / %.2f×", v[0], v[1], v[2])
+			}
+			fmt.Fprintf(w, "| %s | %d | %.1f | %d / %d / %d | %d, %.1f | %.1f | %d / %d / %d | %d, %.1f, %d, %.1f | %.1f | %d / %d / %d | %d, %.1f | %s |\n",
+				s.Name, s.Users, rs.FirstFireSec, rs.Lost, rs.Duplicates, rs.Early, rs.Opened.Restored, rs.Opened.MaxBuildSec,
+				mv.LongestWaitSec, mv.Lost, mv.Duplicates, mv.Early, mv.Opened.Restored, mv.Opened.MaxRestoreSec, mv.Opened.Keys, mv.Opened.MaxBuildSec,
+				st.LongestWaitSec, st.Lost, st.Duplicates, st.Early, st.Opened.Keys, st.Opened.MaxBuildSec, vs)
+		}
+		fmt.Fprintln(w)
+		if r.Error != "" {
+			fmt.Fprintf(w, "Error: %s\n", r.Error)
+		}
+		fmt.Fprintf(w, "Idle users: applied at %.0f /s, fired at %.0f /s, %d not fired.\n", r.IdleAppliedPerSec, r.IdleFiredPerSec, r.IdleLost)
+		var tombs []string
+		for _, t := range slices.Sorted(maps.Keys(r.Tombstones)) {
+			tombs = append(tombs, fmt.Sprintf("%s %d", t, r.Tombstones[t]))
+		}
+		fmt.Fprintf(w, "Retention: %d of %d idle users reported expired, the first %.1f s and the last %.1f s after the restart with --retain %s (%.0f /s); tombstones: %s.\n",
+			r.Expired, r.Idle, r.FirstExpiredSec, r.RetentionSec, r.Retain, r.ExpiredPerSec, strings.Join(tombs, ", "))
+		if r.TableBytesBefore > 0 {
+			fmt.Fprintf(w, "Compaction (segments rolled every second, any dirty ratio): the scheduler table's log went from %.0f to %.0f MB in %.0f s.\n",
+				float64(r.TableBytesBefore)/(1<<20), float64(r.TableBytesAfter)/(1<<20), r.CompactSec)
+		}
+		if r.RestartRatio > 0 {
+			fmt.Fprintf(w, "After retention against the baseline (goal: at most 2×): first fire after restart %.2f×, rebalance longest wait %.2f× on the moved partitions and %.2f× on those that stayed.\n",
+				r.RestartRatio, r.MovedRatio, r.StayedRatio)
+		}
 	}
 }

@@ -252,21 +252,23 @@ type watcher struct {
 
 // watch starts observing s until ctx ends.
 func watch(ctx context.Context, s System, log interface{ Error(string, ...any) }) *watcher {
-	start := func(observe func(context.Context, chan<- Fire) error) *observer {
-		o := newObserver()
-		go func() {
-			if err := observe(ctx, o.in); err != nil && ctx.Err() == nil {
-				log.Error("observe", "err", err)
-			}
-		}()
-		go o.run(ctx)
-		return o
-	}
-	w := &watcher{fired: start(s.Observe)}
+	w := &watcher{fired: startObserver(ctx, s.Observe, log)}
 	if p, ok := s.(Placer); ok {
-		w.placed = start(p.ObservePlaced)
+		w.placed = startObserver(ctx, p.ObservePlaced, log)
 	}
 	return w
+}
+
+// startObserver records what observe sends until ctx ends.
+func startObserver(ctx context.Context, observe func(context.Context, chan<- Fire) error, log interface{ Error(string, ...any) }) *observer {
+	o := newObserver()
+	go func() {
+		if err := observe(ctx, o.in); err != nil && ctx.Err() == nil {
+			log.Error("observe", "err", err)
+		}
+	}()
+	go o.run(ctx)
+	return o
 }
 
 func (w *watcher) expect(ts []Task) {
@@ -440,4 +442,24 @@ func (o *observer) firstAfter(ts []Task, t time.Time) (time.Time, bool) {
 		}
 	}
 	return best, !best.IsZero()
+}
+
+// span is the first and the last first fire of ts, and how many of ts fired.
+func (o *observer) span(ts []Task) (first, last time.Time, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, t := range ts {
+		at, ok := o.first[t.ID]
+		if !ok {
+			continue
+		}
+		n++
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return first, last, n
 }

@@ -34,6 +34,8 @@ type settings struct {
 	dialer                         int
 	dialerLatencies, dialerArgs    string
 	dialerBin                      string
+	retention                      harness.RetentionWorkload
+	logs                           string
 }
 
 func main() {
@@ -70,8 +72,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.dialerLatencies, "dialer-latencies", "0ms,50ms,300ms", "dialer phase: the provider's latencies, one run each")
 	fs.StringVar(&s.dialerArgs, "dialer-args", "", "dialer phase: more flags of `ivrsched dialer`, e.g. \"--max-in-flight 500\"")
 	fs.StringVar(&s.dialerBin, "dialer-bin", "", "dialer phase: an ivrsched binary to measure instead of this checkout's (an older version, for a before-and-after)")
+	fs.IntVar(&s.retention.Idle, "retention", 0, "also run the retention phase with this many idle users (their follow-ups fire, then retention removes them), for ivrsched's scheduler and dialer as processes (0: skip)")
+	fs.IntVar(&s.retention.Pending, "retention-pending", 100000, "retention phase: follow-ups pending hours ahead, for half as many users")
+	fs.DurationVar(&s.retention.Retain, "retention-retain", time.Minute, "retention phase: the scheduler's --retain once the idle users are measured (at least 1m)")
+	fs.IntVar(&s.retention.Probes, "retention-probes", 2000, "retention phase: probe follow-ups per restart and per rebalance")
+	fs.DurationVar(&s.retention.ProbeWindow, "retention-window", 20*time.Second, "retention phase: the rebalance's probes are due over this window from the join")
+	fs.BoolVar(&s.retention.Compact, "retention-compact", false, "retention phase: then have the broker compact the scheduler's table (its segments rolled every second) and measure once more")
+	fs.StringVar(&s.logs, "logs", "", "copy the retention phase's process logs into this directory (default: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if s.retention.Idle < 0 || s.retention.Idle > 0 && (s.retention.Pending < 2 || s.retention.Probes < 2 || s.retention.ProbeWindow <= 0 || s.retention.Retain < time.Minute) {
+		return fmt.Errorf("-retention %d: want 0 or more, with -retention-pending and -retention-probes at least 2, -retention-window positive and -retention-retain at least 1m", s.retention.Idle)
 	}
 	var jvm []string
 	switch s.brokerJIT {
@@ -110,7 +122,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if s.kafka != "" {
 		env.KafkaBrokers = s.kafka
 		kafka = harness.KafkaBackend{Brokers: []string{s.kafka}, Pid: func() int { return 0 }}
-	} else if needs(chosen, "kafka") || s.scale > 0 || s.dialer > 0 {
+	} else if needs(chosen, "kafka") || s.scale > 0 || s.dialer > 0 || s.retention.Idle > 0 {
 		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion, "jit", s.brokerJIT)
 		// The test broker's JVM flags, with the JIT of a production broker
 		// unless -broker-jit c1; the warm-up below keeps its compilation
@@ -185,10 +197,29 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		log.Info("benchmark", "phase", "dialer", "calls", s.dialer, "latencies", s.dialerLatencies)
 		dialers = ivrsched.RunDialer(ctx, env, ivrsched.DialerPhase{Calls: s.dialer, Latencies: latencies, Args: strings.Fields(s.dialerArgs), Bin: s.dialerBin, Broker: kafka})
 	}
-	return report(stdout, s, results, scales, dialers)
+	var rets []harness.RetentionResult
+	if s.retention.Idle > 0 && kafka != nil && ctx.Err() == nil {
+		env.WorkDir = filepath.Join(work, "retention")
+		if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
+			return err
+		}
+		// Scheduler and dialer apart, so that a second scheduler can join;
+		// the scheduler logs at info what opening each partition cost.
+		sys := ivrsched.New("ivrsched-retention", ivrsched.Processes, scaleArgs...).WithSchedulerFlags("--log-level", "info")
+		rw := s.retention
+		rw.Workload = w
+		r := harness.RunRetention(ctx, sys, kafka, env, rw)
+		rets = append(rets, r)
+		if s.logs != "" {
+			if err := copyLogs(env.WorkDir, s.logs); err != nil {
+				log.Warn("copy the logs", "err", err)
+			}
+		}
+	}
+	return report(stdout, s, results, scales, dialers, rets)
 }
 
-func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.ScaleResult, dialers []ivrsched.DialerResult) error {
+func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.ScaleResult, dialers []ivrsched.DialerResult, rets []harness.RetentionResult) error {
 	md, err := os.Create(filepath.Join(s.out, "latest.md"))
 	if err != nil {
 		return err
@@ -196,13 +227,17 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 	defer md.Close()
 	stdout = io.MultiWriter(stdout, md)
 	fmt.Fprintf(stdout, "Command: `ivrbench %s`\n\n", strings.Join(os.Args[1:], " "))
-	fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
-		s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	if len(rs) > 0 {
+		fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
+			s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 		harness.Markdown(stdout, rs, "ivrsched-kafka")
+	} else {
+		fmt.Fprintf(stdout, "ivrbench: lead %v, %d partitions, payload %d B; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n",
+			s.lead, s.partitions, s.payload, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	}
 	harness.ScaleMarkdown(stdout, scales)
 	ivrsched.DialerMarkdown(stdout, dialers)
+	harness.RetentionMarkdown(stdout, rets)
 	doc := map[string]any{
 		"settings": map[string]any{"n": s.n, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
 			"payload_bytes": s.payload, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
@@ -210,6 +245,9 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 		"results": rs,
 		"scale":   scales,
 		"dialer":  dialers,
+	}
+	if len(rets) > 0 {
+		doc["retention"] = rets
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
@@ -230,6 +268,9 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 			harness.BarsSVG(w, rs, "CPU seconds per 1,000 follow-ups (system + broker/Redis), steady phase", "s", func(r harness.Result) float64 { return r.Steady.CPUPer1000 })
 		},
 	}
+	if len(rs) == 0 {
+		plots = nil // no system ran the common phases
+	}
 	for name, draw := range plots {
 		f, err := os.Create(filepath.Join(s.out, name))
 		if err != nil {
@@ -241,5 +282,26 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 		}
 	}
 	fmt.Fprintf(stdout, "\nresults.json and plots in %s\n", s.out)
+	return nil
+}
+
+// copyLogs copies the *.log files of dir into to.
+func copyLogs(dir, to string) error {
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, filepath.Base(l)), b, 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -41,6 +41,7 @@ type System struct {
 	name   string
 	mode   Mode
 	extra  []string // more flags for every process
+	sched  []string // more flags for the scheduler (or the single process)
 	env    harness.Env
 	bin    string
 	topics topology.Topics
@@ -48,18 +49,29 @@ type System struct {
 	data   string
 	web    string // the web UI of `ivrsched run` (pprof included)
 
-	mu    sync.Mutex
-	procs []*proc // scheduler first
+	mu     sync.Mutex
+	procs  []*proc // scheduler first
+	joiner *proc   // a second scheduler instance (Join), or nil
+	joins  int     // Joins so far, for a fresh data directory each
 }
 
 type proc struct {
 	args []string
+	log  string           // its log file, in the work directory
 	p    *harness.Process // nil until launched
 }
 
 // New returns the subject; extra flags go to every ivrsched process.
 func New(name string, mode Mode, extra ...string) *System {
 	return &System{name: name, mode: mode, extra: extra}
+}
+
+// WithSchedulerFlags adds flags for the scheduler role only (the single
+// process in OneProcess and Embedded modes), e.g. a log level that would
+// make the dialer log every call.
+func (s *System) WithSchedulerFlags(flags ...string) *System {
+	s.sched = append(s.sched, flags...)
+	return s
 }
 
 // Name is the subject's name.
@@ -110,6 +122,10 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 		s.broker = addr
 		s.procs = []*proc{{args: append([]string{"run", "--embedded-addr", addr, "--http", s.web}, common("run")...)}}
 	}
+	s.procs[0].args = append(s.procs[0].args, s.sched...)
+	for _, p := range s.procs {
+		p.log = filepath.Join(env.WorkDir, s.name+"-"+p.args[0]+".log")
+	}
 	for _, p := range s.procs {
 		if err := s.launch(p); err != nil {
 			return err
@@ -146,7 +162,7 @@ func freeAddr() (string, error) {
 }
 
 func (s *System) launch(p *proc) error {
-	proc, err := harness.StartProcess(exec.Command(s.bin, p.args...), filepath.Join(s.env.WorkDir, s.name+"-"+p.args[0]+".log"))
+	proc, err := harness.StartProcess(exec.Command(s.bin, p.args...), p.log)
 	if err != nil {
 		return fmt.Errorf("ivrsched %s: %w", p.args[0], err)
 	}
@@ -192,6 +208,10 @@ func config() *sarama.Config {
 	c.Producer.Partitioner = sarama.NewCustomHashPartitioner(topology.Murmur2())
 	c.Producer.Flush.Frequency = time.Millisecond
 	c.Producer.Flush.Messages = 500
+	// A starved single broker loses its partitions' leadership for seconds:
+	// retry through that rather than fail the run.
+	c.Producer.Retry.Max = 40
+	c.Producer.Retry.Backoff = 250 * time.Millisecond
 	c.ChannelBufferSize = 4096
 	return c
 }
@@ -207,17 +227,23 @@ func (s *System) Schedule(ctx context.Context, tasks []harness.Task) error {
 	var acked int
 	go func() {
 		var first error
+		defer func() { errc <- first }()
 		for range tasks {
 			select {
-			case <-p.Successes():
-			case e := <-p.Errors():
+			case _, ok := <-p.Successes():
+				if !ok {
+					return // closed on cancellation
+				}
+			case e, ok := <-p.Errors():
+				if !ok {
+					return
+				}
 				if first == nil {
 					first = e.Err
 				}
 			}
 			acked++
 		}
-		errc <- first
 	}()
 	for _, t := range tasks {
 		cmd := &ivrschedpb.Command{UserId: t.User, RequestedAt: now, Command: &ivrschedpb.Command_Onboard{Onboard: &ivrschedpb.Onboard{
@@ -283,9 +309,12 @@ func (s *System) ObservePlaced(ctx context.Context, out chan<- harness.Fire) err
 func (s *System) PIDs() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := make([]*harness.Process, len(s.procs))
-	for i, p := range s.procs {
-		ps[i] = p.p
+	ps := make([]*harness.Process, 0, len(s.procs)+1)
+	for _, p := range s.procs {
+		ps = append(ps, p.p)
+	}
+	if s.joiner != nil {
+		ps = append(ps, s.joiner.p)
 	}
 	return harness.PIDs(ps...)
 }
@@ -303,7 +332,13 @@ func (s *System) Recover(ctx context.Context) error {
 // Stop stops every process gracefully (SIGTERM), killing after 30 s.
 func (s *System) Stop() error {
 	var errs []error
-	for _, p := range s.procs {
+	s.mu.Lock()
+	procs := s.procs
+	if s.joiner != nil {
+		procs = append([]*proc{s.joiner}, procs...)
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
 		if p.p != nil {
 			errs = append(errs, p.p.Stop(30*time.Second))
 		}
@@ -317,7 +352,11 @@ func (s *System) Applied(ctx context.Context) error {
 	return s.committed(ctx, string(s.topics.Scheduler), string(s.topics.Onboarding))
 }
 
-// committed returns once group has committed every record of topic.
+// committed returns once group has committed every record of topic. A
+// broker that does not answer, or answers that it does not lead a
+// partition or coordinate the group (a starved single broker loses its
+// leadership for seconds; a coordinator may still be loading offsets), is
+// asked again for up to two minutes.
 func (s *System) committed(ctx context.Context, group, topic string) error {
 	client, err := sarama.NewClient([]string{s.broker}, config())
 	if err != nil {
@@ -328,29 +367,22 @@ func (s *System) committed(ctx context.Context, group, topic string) error {
 	if err != nil {
 		return err
 	}
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return err
-	}
+	var failing time.Time // since when every attempt failed
 	for {
-		ends := map[int32]int64{}
-		for _, p := range parts {
-			if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
-				return err
-			}
-		}
-		got, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-		if err != nil {
+		done, err := isCommitted(client, admin, group, topic)
+		switch {
+		case err == nil:
+			failing = time.Time{}
+		case failing.IsZero():
+			failing = time.Now()
+		case time.Since(failing) > 2*time.Minute:
 			return err
-		}
-		done := true
-		for _, p := range parts {
-			if b := got.GetBlock(topic, p); b == nil || b.Offset < ends[p] {
-				done = false
-			}
 		}
 		if done {
 			return nil
+		}
+		if err != nil {
+			_ = client.RefreshMetadata(topic)
 		}
 		select {
 		case <-ctx.Done():
@@ -358,6 +390,33 @@ func (s *System) committed(ctx context.Context, group, topic string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// isCommitted reports whether group committed topic's end offsets.
+func isCommitted(client sarama.Client, admin sarama.ClusterAdmin, group, topic string) (bool, error) {
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return false, err
+	}
+	ends := map[int32]int64{}
+	for _, p := range parts {
+		if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+			return false, err
+		}
+	}
+	got, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+	if err != nil {
+		return false, err
+	}
+	if got.Err != sarama.ErrNoError {
+		return false, got.Err
+	}
+	for _, p := range parts {
+		if b := got.GetBlock(topic, p); b == nil || b.Offset < ends[p] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // LiveHeapBytes is the heap `ivrsched run` keeps after a garbage
