@@ -56,6 +56,9 @@ type Mark struct {
 	Checkpoint Pos
 	// LastTick is the highest tick offset that moved the mark.
 	LastTick int64
+	// Swept is the version of the calling policy whose sweep of the
+	// deferred follow-ups (SweepDeferred) finished.
+	Swept string
 }
 
 // Task is a follow-up as the index sees it.
@@ -65,6 +68,8 @@ type Task struct {
 	// Held: scheduled at or before the mark while not yet due by the
 	// scheduling host's clock. The mark does not cover it; it is a timer.
 	Held bool
+	// Deferred: the calling policy moved it after its requested time.
+	Deferred bool
 }
 
 // Value is what the index reads from one table value.
@@ -102,6 +107,11 @@ const RetentionTask = ""
 // RetentionTask). The tick takes those that are due (TakeTimers) and wakes
 // their users' callbacks, which decide.
 //
+// The index also keeps the deferred follow-ups after the mark (the calling
+// policy moved them after their requested times) in a set of their own, so
+// that after a policy change the tick can look at each of them once
+// (SweepDeferred) at a cost proportional to them, not to the table.
+//
 // A due follow-up the tick may not fire yet (the calling policy changed
 // since it was scheduled, and it must now wait) is parked (Park): taken
 // from the index but not fired, until its user's callback rewrites it.
@@ -123,6 +133,8 @@ type Index struct {
 	recent   *btree.BTreeG[Pos]  // fired, in (Checkpoint, Through]; nil once replay is settled
 	parked   *btree.BTreeG[Pos]  // taken by a tick, not fired: waiting for their users' callbacks
 	parkedBy map[string][]Pos    // the parked follow-ups of each user
+	deferred *btree.BTreeG[item] // deferred follow-ups after the mark
+	sweep    sweep               // the sweep of deferred under way
 	changed  func()              // told when the earliest due time may have moved earlier
 	retain   int64               // retention in nanoseconds; 0: no retention timers
 }
@@ -135,6 +147,7 @@ func posLess(a, b Pos) bool { return a.Less(b) }
 func NewIndex(changed func()) *Index {
 	x := &Index{recent: btree.NewG(32, posLess), parked: btree.NewG(8, posLess), parkedBy: make(map[string][]Pos), changed: changed}
 	x.ready = btree.NewG(32, x.itemLess)
+	x.deferred = btree.NewG(32, x.itemLess)
 	x.timers = btree.NewG(32, x.itemLess)
 	return x
 }
@@ -216,6 +229,9 @@ func (x *Index) Update(key string, old, v *Value) {
 				x.remove(x.timers, Pos{t.Due, key, t.ID})
 			} else {
 				x.remove(x.ready, Pos{t.Due, key, t.ID})
+				if t.Deferred {
+					x.remove(x.deferred, Pos{t.Due, key, t.ID})
+				}
 			}
 		}
 		if x.retain > 0 && old.Mark == nil {
@@ -245,6 +261,9 @@ func (x *Index) Update(key string, old, v *Value) {
 			default:
 				active = true
 				notify = x.add(x.ready, p) || notify
+				if t.Deferred {
+					x.add(x.deferred, p)
+				}
 			}
 		}
 		if !active && x.retain > 0 && v.Mark == nil {
@@ -334,6 +353,13 @@ func (x *Index) setMark(m Mark) {
 				break
 			}
 			x.keepRecent(x.takeMin(x.ready))
+		}
+		for {
+			it, ok := x.deferred.Min()
+			if !ok || x.after(it, m.Through) {
+				break
+			}
+			x.takeMin(x.deferred)
 		}
 	}
 	if x.recent != nil {
@@ -482,3 +508,61 @@ func (x *Index) all(tree *btree.BTreeG[item]) []Pos {
 	})
 	return out
 }
+
+// sweep is where a sweep of the deferred follow-ups stands.
+type sweep struct {
+	version string // the policy version it is for
+	after   Pos    // the last position handed out
+	active  bool
+}
+
+// SweepDeferred hands out, in order, up to max deferred follow-ups for a
+// sweep under the calling policy of the given version: the first call for
+// a version the mark does not record as swept starts a sweep from the
+// first deferred follow-up, the next calls go on after the last one handed
+// out. done reports that the sweep handed out its last one (or that there
+// was nothing to sweep): the caller then records the version in the mark
+// (Mark.Swept). A version the mark records as swept hands out nothing.
+// Deferred follow-ups added during a sweep were placed under the version
+// swept for, or come after the last one handed out.
+func (x *Index) SweepDeferred(version string, max int) (ps []Pos, done bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if version == x.mark.Swept {
+		x.sweep = sweep{}
+		return nil, false
+	}
+	if x.sweep.version != version || !x.sweep.active {
+		x.sweep = sweep{version: version, active: true}
+	}
+	from := x.sweep.after
+	x.probe = from
+	x.deferred.AscendGreaterOrEqual(item{due: from.Due, ref: probeRef}, func(it item) bool {
+		if it.ref == probeRef || !x.after(it, from) {
+			return true
+		}
+		ps = append(ps, x.keys.pos(it))
+		return max <= 0 || len(ps) < max
+	})
+	x.probe = Pos{}
+	if len(ps) > 0 {
+		x.sweep.after = ps[len(ps)-1]
+	}
+	if max <= 0 || len(ps) < max {
+		x.sweep = sweep{}
+		return ps, true
+	}
+	return ps, false
+}
+
+// Sweeping reports whether a sweep of deferred follow-ups is under way (the
+// punctuator then ticks the partition as often as its gap allows).
+func (x *Index) Sweeping() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.sweep.active
+}
+
+// Deferred returns a copy of the deferred follow-ups after the mark, in
+// order, for tests and tools.
+func (x *Index) Deferred() []Pos { return x.all(x.deferred) }

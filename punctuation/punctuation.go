@@ -260,6 +260,9 @@ func (p *Punctuator) tickAt(s *partition) time.Time {
 	if due, ok := s.index.Next(); ok && due.Before(at) {
 		at = due
 	}
+	if s.index.Sweeping() { // deferred follow-ups to look at after a policy change
+		at = s.lastSent
+	}
 	if gap := s.lastSent.Add(p.cfg.MinGap); at.Before(gap) {
 		at = gap
 	}

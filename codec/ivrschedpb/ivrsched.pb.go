@@ -188,19 +188,26 @@ const (
 	// Reported when a command schedules it, and again when a policy change
 	// moves it while pending.
 	ScheduleEvent_KIND_DEFERRED ScheduleEvent_Kind = 7
+	// A deferred follow-up moved earlier because the calling policy in
+	// force now allows a call before its effective time (a window widened,
+	// a blackout removed): requested_at as asked, due_at the new effective
+	// time, reason why it still waits ("" if it now fires as asked).
+	// (Kinds 8 to 19 are reserved for retries and the admin commands.)
+	ScheduleEvent_KIND_ADVANCED ScheduleEvent_Kind = 20
 )
 
 // Enum value maps for ScheduleEvent_Kind.
 var (
 	ScheduleEvent_Kind_name = map[int32]string{
-		0: "KIND_UNSPECIFIED",
-		1: "KIND_CANCELLED",
-		2: "KIND_RESCHEDULED",
-		3: "KIND_TOO_LATE",
-		4: "KIND_UNKNOWN_TASK",
-		5: "KIND_FORGOTTEN",
-		6: "KIND_EXPIRED",
-		7: "KIND_DEFERRED",
+		0:  "KIND_UNSPECIFIED",
+		1:  "KIND_CANCELLED",
+		2:  "KIND_RESCHEDULED",
+		3:  "KIND_TOO_LATE",
+		4:  "KIND_UNKNOWN_TASK",
+		5:  "KIND_FORGOTTEN",
+		6:  "KIND_EXPIRED",
+		7:  "KIND_DEFERRED",
+		20: "KIND_ADVANCED",
 	}
 	ScheduleEvent_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED":  0,
@@ -211,6 +218,7 @@ var (
 		"KIND_FORGOTTEN":    5,
 		"KIND_EXPIRED":      6,
 		"KIND_DEFERRED":     7,
+		"KIND_ADVANCED":     20,
 	}
 )
 
@@ -1104,7 +1112,7 @@ func (x *Position) GetTaskId() string {
 
 // FiredThrough is a partition's fired mark, written by the tick callback.
 // Every follow-up of the partition at or before `through` has fired.
-// Next ID: 6
+// Next ID: 7
 type FiredThrough struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Through *Position              `protobuf:"bytes,1,opt,name=through,proto3" json:"through,omitempty"`
@@ -1117,7 +1125,12 @@ type FiredThrough struct {
 	Checkpoint *Position `protobuf:"bytes,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	// The highest offset of a tick that moved the mark; a tick at or below it
 	// is a replay.
-	TickOffset    int64 `protobuf:"varint,5,opt,name=tick_offset,json=tickOffset,proto3" json:"tick_offset,omitempty"`
+	TickOffset int64 `protobuf:"varint,5,opt,name=tick_offset,json=tickOffset,proto3" json:"tick_offset,omitempty"`
+	// The version of the calling policy whose sweep of the partition's
+	// deferred follow-ups finished ("" for none): after a policy change the
+	// ticks look at each deferred follow-up once, and move it earlier if the
+	// new policy allows a call before its effective time.
+	SweptPolicy   string `protobuf:"bytes,6,opt,name=swept_policy,json=sweptPolicy,proto3" json:"swept_policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1185,6 +1198,13 @@ func (x *FiredThrough) GetTickOffset() int64 {
 		return x.TickOffset
 	}
 	return 0
+}
+
+func (x *FiredThrough) GetSweptPolicy() string {
+	if x != nil {
+		return x.SweptPolicy
+	}
+	return ""
 }
 
 // Task is a pending follow-up.
@@ -2458,7 +2478,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\bPosition\x121\n" +
 	"\x06due_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
-	"\atask_id\x18\x03 \x01(\tR\x06taskId\"\xff\x01\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\"\xa2\x02\n" +
 	"\fFiredThrough\x12/\n" +
 	"\athrough\x18\x01 \x01(\v2\x15.ivrsched.v1.PositionR\athrough\x12-\n" +
 	"\x06staged\x18\x02 \x01(\v2\x15.ivrsched.v1.PositionR\x06staged\x127\n" +
@@ -2467,7 +2487,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"checkpoint\x18\x04 \x01(\v2\x15.ivrsched.v1.PositionR\n" +
 	"checkpoint\x12\x1f\n" +
 	"\vtick_offset\x18\x05 \x01(\x03R\n" +
-	"tickOffset\"\xf1\x03\n" +
+	"tickOffset\x12!\n" +
+	"\fswept_policy\x18\x06 \x01(\tR\vsweptPolicy\"\xf1\x03\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x06due_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12+\n" +
@@ -2528,7 +2549,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
 	"\x05final\x18\b \x01(\bR\x05final\x12(\n" +
-	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\xa5\x04\n" +
+	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\xb8\x04\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -2540,7 +2561,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\frequested_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1a\n" +
 	"\bblackout\x18\n" +
-	" \x01(\tR\bblackout\"\xa9\x01\n" +
+	" \x01(\tR\bblackout\"\xbc\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x01\x12\x14\n" +
@@ -2549,7 +2570,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x11KIND_UNKNOWN_TASK\x10\x04\x12\x12\n" +
 	"\x0eKIND_FORGOTTEN\x10\x05\x12\x10\n" +
 	"\fKIND_EXPIRED\x10\x06\x12\x11\n" +
-	"\rKIND_DEFERRED\x10\a\"o\n" +
+	"\rKIND_DEFERRED\x10\a\x12\x11\n" +
+	"\rKIND_ADVANCED\x10\x14\"o\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\x121\n" +
 	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\xb3\x02\n" +

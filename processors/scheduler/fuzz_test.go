@@ -113,14 +113,15 @@ func FuzzValidate(f *testing.F) {
 }
 
 // ParseValue on any bytes: no panic; for bytes that decode as a UserState
-// it reads exactly the pending and fired follow-ups (with held flags), the
+// it reads exactly the pending and fired follow-ups (with held and deferred
+// flags), the
 // mark, and the LastActive the scheduler computes from the decoded value.
 func FuzzParseValue(f *testing.F) {
 	ts := timestamppb.New(time.Unix(1700000000, 5))
-	b, _ := proto.Marshal(&pb.UserState{UserId: "u", Pending: []*pb.Task{{TaskId: "a", DueAt: ts, Held: true}, {TaskId: "b"}},
+	b, _ := proto.Marshal(&pb.UserState{UserId: "u", Pending: []*pb.Task{{TaskId: "a", DueAt: ts, Held: true}, {TaskId: "b", Deferred: "window"}},
 		Fired: []*pb.FiredTask{{Task: &pb.Task{TaskId: "c", DueAt: ts}, CallId: "x"}}, UpdatedAt: timestamppb.New(time.Unix(1800000000, 7))})
 	f.Add(b)
-	b, _ = proto.Marshal(markValue("k", punctuation.Mark{Through: punctuation.Pos{Due: 7, User: "u", Task: "t"}, StagedAt: 3, LastTick: 9}))
+	b, _ = proto.Marshal(markValue("k", punctuation.Mark{Through: punctuation.Pos{Due: 7, User: "u", Task: "t"}, StagedAt: 3, LastTick: 9, Swept: "v1"}))
 	f.Add(b)
 	f.Add([]byte{0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -133,7 +134,7 @@ func FuzzParseValue(f *testing.F) {
 			t.Fatalf("decodable state: %v", err)
 		}
 		task := func(t *pb.Task) punctuation.Task {
-			return punctuation.Task{Due: t.GetDueAt().AsTime().UnixNano(), ID: t.GetTaskId(), Held: t.GetHeld()}
+			return punctuation.Task{Due: t.GetDueAt().AsTime().UnixNano(), ID: t.GetTaskId(), Held: t.GetHeld(), Deferred: t.GetDeferred() != ""}
 		}
 		var pending, fired []punctuation.Task
 		for _, t := range st.GetPending() {
@@ -153,7 +154,7 @@ func FuzzParseValue(f *testing.F) {
 		}
 		if m := st.GetFiredThrough(); m != nil {
 			want := punctuation.Mark{Through: pos(m.GetThrough()), Staged: pos(m.GetStaged()), StagedAt: m.GetStagedAt().AsTime().UnixNano(),
-				Checkpoint: pos(m.GetCheckpoint()), LastTick: m.GetTickOffset()}
+				Checkpoint: pos(m.GetCheckpoint()), LastTick: m.GetTickOffset(), Swept: m.GetSweptPolicy()}
 			if *v.Mark != want {
 				t.Fatalf("mark %+v, want %+v", *v.Mark, want)
 			}

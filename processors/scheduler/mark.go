@@ -30,10 +30,11 @@ func position(p punctuation.Pos) *pb.Position {
 
 func markValue(key string, m punctuation.Mark) *pb.UserState {
 	return &pb.UserState{UserId: key, FiredThrough: &pb.FiredThrough{
-		Through:    position(m.Through),
-		Staged:     position(m.Staged),
-		StagedAt:   timestamppb.New(time.Unix(0, m.StagedAt)),
-		Checkpoint: position(m.Checkpoint),
-		TickOffset: m.LastTick,
+		Through:     position(m.Through),
+		Staged:      position(m.Staged),
+		StagedAt:    timestamppb.New(time.Unix(0, m.StagedAt)),
+		Checkpoint:  position(m.Checkpoint),
+		TickOffset:  m.LastTick,
+		SweptPolicy: m.Swept,
 	}}
 }

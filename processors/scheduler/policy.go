@@ -156,6 +156,17 @@ func (s *Scheduler) reportDeferred(ctx goka.Context, t *pb.Task) {
 	})
 }
 
+// reportAdvanced reports a deferred follow-up that the policy in force
+// moved earlier (KIND_ADVANCED).
+func (s *Scheduler) reportAdvanced(ctx goka.Context, t *pb.Task) {
+	s.Stats.Advanced.Add(1)
+	ctx.Emit(s.cfg.Topics.Events, ctx.Key(), &pb.ScheduleEvent{
+		UserId: ctx.Key(), TaskId: t.GetTaskId(), Kind: pb.ScheduleEvent_KIND_ADVANCED,
+		RequestedAt: t.GetRequestedAt(), DueAt: t.GetDueAt(), Reason: t.GetDeferred(), Blackout: t.GetBlackout(),
+		At: timestamppb.New(s.cfg.Clock.Now()), Detail: deferDetail(t),
+	})
+}
+
 func deferDetail(t *pb.Task) string {
 	d := fmt.Sprintf("requested %s, effective %s", t.GetRequestedAt().AsTime().UTC().Format(time.RFC3339), t.GetDueAt().AsTime().UTC().Format(time.RFC3339))
 	if t.GetBlackout() != "" {

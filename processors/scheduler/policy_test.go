@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -526,5 +527,129 @@ func TestRecurrenceSkipsWhatFellWhileDeferred(t *testing.T) {
 	after := h.task("u1", "hourly")
 	if want := day.Add(32*time.Hour + 30*time.Minute); !after.GetRequestedAt().AsTime().Equal(want) || !after.GetDueAt().AsTime().Equal(want) {
 		t.Fatalf("after the opening: requested %v, want %v (the night's occurrences skipped)", after.GetRequestedAt().AsTime().In(berlin), want.In(berlin))
+	}
+}
+
+// advancedEvents drains the events and returns the KIND_ADVANCED ones.
+func (h *harness) advancedEvents() []*pb.ScheduleEvent {
+	var out []*pb.ScheduleEvent
+	for _, e := range h.nextEvents() {
+		if e.GetKind() == pb.ScheduleEvent_KIND_ADVANCED {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// A policy that allows more moves deferred follow-ups earlier: a window
+// that opens earlier brings a follow-up deferred to 08:00 forward to the
+// new opening, and a removed blackout brings one back to its requested
+// time; each reported once (KIND_ADVANCED). The ticks look at the deferred
+// follow-ups only (not the rest of the table) and once per policy version:
+// the mark records the version swept.
+func TestLooserPolicyMovesDeferredFollowUpsEarlier(t *testing.T) {
+	la := zone(t, "America/Los_Angeles")
+	berlin := zone(t, "Europe/Berlin")
+	start := time.Date(2026, 7, 14, 23, 0, 0, 0, la)
+	h, p := newPolicyHarness(t, `
+default:
+  open_hours: [{days: [mon, tue, wed, thu, fri, sat, sun], from: "08:00", to: "21:00"}]
+  blackouts: [{name: shutdown, from: 2026-07-15, to: 2026-07-15, regions: [DE]}]
+`, start)
+	h.onboardUser("la", "+14155550100", "", delay("welcome", time.Hour)) // 00:00 local: deferred to 08:00
+	berlinDue := time.Date(2026, 7, 15, 11, 0, 0, 0, berlin)
+	h.onboardUser("de", "+4915112345678", "", at("call", berlinDue)) // on the shutdown day: deferred to the 16th
+	h.onboardUser("ok", "+14155550101", "", at("noon", time.Date(2026, 7, 15, 12, 0, 0, 0, la)))
+	if d := h.task("la", "welcome"); d.GetDeferred() != "window" || !d.GetDueAt().AsTime().Equal(time.Date(2026, 7, 15, 8, 0, 0, 0, la)) {
+		t.Fatalf("welcome %v", d)
+	}
+	if d := h.task("de", "call"); d.GetDeferred() != "blackout" {
+		t.Fatalf("call %v", d)
+	}
+	if got := h.s.Punctuator().Index(0).Deferred(); len(got) != 2 {
+		t.Fatalf("deferred in the index %v, want the two deferred follow-ups", got)
+	}
+	h.tickTime(start.Add(time.Minute))
+	h.nextEvents()
+	swept := h.state(tickKey).GetFiredThrough().GetSweptPolicy()
+	if swept != p.Load().Version() {
+		t.Fatalf("mark swept %q, want the policy in force %q", swept, p.Load().Version())
+	}
+
+	p.Store(mustPolicy(t, `
+default:
+  open_hours: [{days: [mon, tue, wed, thu, fri, sat, sun], from: "06:00", to: "22:00"}]
+`))
+	h.tickTime(start.Add(2 * time.Minute))
+	welcome := h.task("la", "welcome")
+	if want := time.Date(2026, 7, 15, 6, 0, 0, 0, la); !welcome.GetDueAt().AsTime().Equal(want) || welcome.GetDeferred() != "window" || welcome.GetPolicyVersion() != p.Load().Version() {
+		t.Fatalf("welcome after the window widened: due %v deferred %q, want %v", welcome.GetDueAt().AsTime().In(la), welcome.GetDeferred(), want)
+	}
+	call := h.task("de", "call")
+	if !call.GetDueAt().AsTime().Equal(berlinDue) || call.GetDeferred() != "" || call.GetBlackout() != "" {
+		t.Fatalf("call after the blackout went: due %v deferred %q", call.GetDueAt().AsTime().In(berlin), call.GetDeferred())
+	}
+	ev := h.advancedEvents()
+	if len(ev) != 2 {
+		t.Fatalf("advanced events %v, want one per moved follow-up", ev)
+	}
+	if h.s.Stats.Advanced.Load() != 2 || h.state(tickKey).GetFiredThrough().GetSweptPolicy() != p.Load().Version() {
+		t.Fatalf("advanced %d, swept %q", h.s.Stats.Advanced.Load(), h.state(tickKey).GetFiredThrough().GetSweptPolicy())
+	}
+	// Swept once: the next tick under the same policy moves nothing again.
+	h.tickTime(start.Add(3 * time.Minute))
+	if ev := h.advancedEvents(); len(ev) != 0 {
+		t.Fatalf("a second sweep: %v", ev)
+	}
+	h.tickTime(berlinDue) // 02:00 in Los Angeles
+	h.expectCalls("call")
+	h.tickTime(time.Date(2026, 7, 15, 6, 0, 0, 0, la).Add(-time.Second))
+	h.expectCalls()
+	h.tickTime(time.Date(2026, 7, 15, 6, 0, 0, 0, la))
+	h.expectCalls("welcome")
+	h.tickTime(time.Date(2026, 7, 15, 12, 0, 0, 0, la))
+	h.expectCalls("noon")
+}
+
+// A sweep goes a batch per tick and resumes where it stopped; follow-ups
+// the policy moved later are left to the tick that finds them due.
+func TestSweepOfDeferredFollowUpsGoesInBatches(t *testing.T) {
+	la := zone(t, "America/Los_Angeles")
+	start := time.Date(2026, 7, 14, 23, 0, 0, 0, la)
+	h, p := newPolicyHarness(t, spreadPolicy, start)
+	const users = sweepBatch + 500
+	for i := range users {
+		h.onboardUser(fmt.Sprintf("u%04d", i), "+14155550100", "", delay("welcome", time.Hour))
+	}
+	if got := len(h.s.Punctuator().Index(0).Deferred()); got != users {
+		t.Fatalf("%d deferred in the index, want %d", got, users)
+	}
+	h.tickTime(start.Add(time.Minute))
+	h.nextEvents()
+	p.Store(mustPolicy(t, `
+default:
+  open_hours: [{days: [mon, tue, wed, thu, fri, sat, sun], from: "07:00", to: "21:00"}]
+  spread: 10m
+`))
+	h.tickTime(start.Add(2 * time.Minute))
+	if n := h.s.Stats.Advanced.Load(); n != sweepBatch {
+		t.Fatalf("first tick advanced %d, want a batch of %d", n, sweepBatch)
+	}
+	if !h.s.Punctuator().Index(0).Sweeping() || h.state(tickKey).GetFiredThrough().GetSweptPolicy() == p.Load().Version() {
+		t.Fatal("the sweep ended after one batch")
+	}
+	h.tickTime(start.Add(3 * time.Minute))
+	if n := h.s.Stats.Advanced.Load(); n != users {
+		t.Fatalf("advanced %d after two ticks, want %d", n, users)
+	}
+	if h.s.Punctuator().Index(0).Sweeping() || h.state(tickKey).GetFiredThrough().GetSweptPolicy() != p.Load().Version() {
+		t.Fatal("the sweep did not end")
+	}
+	opening := time.Date(2026, 7, 15, 7, 0, 0, 0, la)
+	for i := range users {
+		d := h.task(fmt.Sprintf("u%04d", i), "welcome").GetDueAt().AsTime()
+		if d.Before(opening) || !d.Before(opening.Add(10*time.Minute)) {
+			t.Fatalf("u%04d due %v, want within 10m of 07:00", i, d.In(la))
+		}
 	}
 }

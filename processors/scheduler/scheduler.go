@@ -141,8 +141,9 @@ type Stats struct {
 	Held, Expired atomic.Int64
 	// Deferred counts follow-ups the calling policy moved (at scheduling,
 	// or again after a policy change); Parked due follow-ups a tick did
-	// not fire because a policy change made them wait.
-	Deferred, Parked atomic.Int64
+	// not fire because a policy change made them wait; Advanced deferred
+	// follow-ups moved earlier because a policy change allows it.
+	Deferred, Parked, Advanced atomic.Int64
 }
 
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.

@@ -62,21 +62,70 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 		}
 	}
 	s.wake(ctx, idx.TakeTimers(now, s.cfg.MaxFiresPerTick))
-	due := idx.TakeDue(now, s.cfg.MaxFiresPerTick)
-	if len(due) == 0 {
+	var done []punctuation.Pos
+	if due := idx.TakeDue(now, s.cfg.MaxFiresPerTick); len(due) > 0 {
+		done = s.publish(ctx, part, due, now, false) // none if the first due follow-up is parked: the mark stays before it
+	}
+	swept, sweptAll := s.sweepDeferred(ctx, part, now)
+	if len(done) == 0 && !sweptAll {
 		return
 	}
-	done := s.publish(ctx, part, due, now, false)
-	if len(done) == 0 {
-		return // the first due follow-up is parked: the mark stays before it
-	}
 	next := mark
-	next.Through = done[len(done)-1]
-	next.LastTick = max(mark.LastTick, ctx.Offset())
-	if now.Sub(time.Unix(0, mark.StagedAt)) >= s.cfg.ReplayKeep {
-		next.Checkpoint, next.Staged, next.StagedAt = mark.Staged, mark.Through, now.UnixNano()
+	if len(done) > 0 {
+		next.Through = done[len(done)-1]
+		next.LastTick = max(mark.LastTick, ctx.Offset())
+		if now.Sub(time.Unix(0, mark.StagedAt)) >= s.cfg.ReplayKeep {
+			next.Checkpoint, next.Staged, next.StagedAt = mark.Staged, mark.Through, now.UnixNano()
+		}
+	}
+	if sweptAll {
+		next.Swept = swept
 	}
 	ctx.SetValue(markValue(ctx.Key(), next)) // the storage wrapper also moves the due index's mark
+}
+
+// sweepBatch bounds the deferred follow-ups one tick looks at after a
+// policy change (about 5 to 10 µs each: a store read, a decode and the
+// policy's Effective).
+const sweepBatch = 1000
+
+// sweepDeferred looks at the partition's deferred follow-ups once after the
+// calling policy changed, a batch per tick: a follow-up the policy in force
+// would call before its effective time (a window widened, a blackout
+// removed) is sent to its user's callback (a Wake, KIND_POLICY), which moves
+// it to its new effective time, counted from the tick's time. Follow-ups
+// the new policy makes wait longer are left to the tick that finds them
+// due (mayFire parks them). It returns the policy's version and whether
+// the sweep is complete, for the mark to record it (Mark.Swept). A store
+// that cannot be read fails the partition, like the rest of the tick.
+func (s *Scheduler) sweepDeferred(ctx goka.Context, part int32, now time.Time) (string, bool) {
+	pol := s.policyNow()
+	v := version(pol)
+	ps, done := s.punct.Index(part).SweepDeferred(v, sweepBatch)
+	if len(ps) == 0 {
+		return v, done
+	}
+	table := s.punct.Table(part)
+	at := timestamppb.New(now)
+	for _, p := range ps {
+		st, _, err := stored(table, p.User)
+		if err != nil {
+			var re *RejectError
+			if errors.As(err, &re) {
+				continue // its tick dead-letters it when it is due
+			}
+			ctx.Fail(fmt.Errorf("sweep the deferred follow-ups of partition %d: %w", part, err))
+		}
+		t := findTask(st, p, false)
+		if t == nil || t.GetHeld() || t.GetPolicyVersion() == v {
+			continue
+		}
+		if r, err := effective(pol, st, t, now); err != nil || !r.At.Before(t.GetDueAt().AsTime()) {
+			continue // an error is the user's callback's to report, when the follow-up is due
+		}
+		ctx.Loopback(p.User, &pb.Wake{Kind: pb.Wake_KIND_POLICY, TaskId: p.Task, DueAt: t.GetDueAt(), At: at})
+	}
+	return v, done
 }
 
 // publish emits the calls of the follow-ups at ps, reading each user's value

@@ -48,9 +48,10 @@ func (s *Scheduler) onWake(ctx goka.Context, msg any) {
 	ctx.SetValue(st) // the storage wrapper puts what is still to come back into the due index
 }
 
-// wakeParked moves the follow-up a tick parked to its effective time under
-// the policy in force, counted from when the tick found that it must wait
-// (the Wake's time, so a replay computes the same). A follow-up that
+// wakeParked moves the follow-up a tick parked, or one a tick's sweep
+// found the policy in force would call earlier (sweepDeferred), to its
+// effective time under that policy, counted from the tick's time (the
+// Wake's, so a replay computes the same). A follow-up that
 // changed since (moved, cancelled) is left as it is. One the policy allows
 // no call any more goes to the dead-letter topic.
 func (s *Scheduler) wakeParked(ctx goka.Context, st *pb.UserState, w *pb.Wake) {
@@ -58,13 +59,17 @@ func (s *Scheduler) wakeParked(ctx goka.Context, st *pb.UserState, w *pb.Wake) {
 		if t.GetTaskId() != w.GetTaskId() || t.GetHeld() || !t.GetDueAt().AsTime().Equal(w.GetDueAt().AsTime()) {
 			continue
 		}
+		was := t.GetDueAt().AsTime()
 		deferred, err := s.applyPolicy(s.policyNow(), st, t, w.GetAt().AsTime())
 		if err != nil {
 			st.Pending = append(st.Pending[:i:i], st.Pending[i+1:]...)
 			s.dropTask(ctx, t, err)
 			return
 		}
-		if deferred {
+		switch {
+		case t.GetDueAt().AsTime().Before(was):
+			s.reportAdvanced(ctx, t)
+		case deferred:
 			s.reportDeferred(ctx, t)
 		}
 		sortPending(st.Pending)

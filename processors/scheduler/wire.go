@@ -12,7 +12,8 @@ import (
 )
 
 // ParseValue reads what the due index needs from an encoded UserState: the
-// pending and fired follow-ups' task ids, due times and held flags, the
+// pending and fired follow-ups' task ids, due times, held and deferred
+// flags, the
 // fired mark, and the value's LastActive (lastActive).
 // It runs on every table write, so it reads the wire instead of decoding the
 // whole value; FuzzParseValue checks it against proto.Unmarshal.
@@ -58,6 +59,7 @@ func ParseValue(value []byte) (*punctuation.Value, error) {
 				StagedAt:   ft.GetStagedAt().AsTime().UnixNano(),
 				Checkpoint: pos(ft.GetCheckpoint()),
 				LastTick:   ft.GetTickOffset(),
+				Swept:      ft.GetSweptPolicy(),
 			}
 		}
 	}
@@ -101,6 +103,7 @@ const (
 	taskTaskID            = 1 // Task.task_id
 	taskDueAt             = 2 // Task.due_at
 	taskHeld              = 6 // Task.held
+	taskDeferred          = 8 // Task.deferred
 	timestampSeconds      = 1
 	timestampNanos        = 2
 )
@@ -128,6 +131,7 @@ func parseTask(task []byte) (punctuation.Task, error) {
 		sec, nsec int64
 		id        string
 		held      bool
+		deferred  bool
 	)
 	err := eachField(task, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch {
@@ -137,12 +141,14 @@ func parseTask(task []byte) (punctuation.Task, error) {
 		case typ != protowire.BytesType:
 		case num == taskTaskID:
 			id = string(v)
+		case num == taskDeferred:
+			deferred = len(v) > 0
 		case num == taskDueAt:
 			return readTimestamp(v, &sec, &nsec)
 		}
 		return nil
 	})
-	return punctuation.Task{Due: time.Unix(sec, nsec).UnixNano(), ID: id, Held: held}, err
+	return punctuation.Task{Due: time.Unix(sec, nsec).UnixNano(), ID: id, Held: held, Deferred: deferred}, err
 }
 
 // readTimestamp reads a Timestamp's fields into sec and nsec; repeated
