@@ -441,3 +441,16 @@ func capOracle(t time.Time, c Cap, recent []Call) bool {
 	}
 	return true
 }
+
+func TestCapHistoryIsTheLargestCap(t *testing.T) {
+	p, err := Parse([]byte(`{default: {cap: {calls: 3, per: 30d}}, campaigns: {promo: {cap: {calls: 40, per: 7d}}, quiet: {cap: none}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls, per := p.CapHistory(); calls != 40 || per != 30*24*time.Hour {
+		t.Fatalf("CapHistory = %d, %v; want 40 calls and 30 days", calls, per)
+	}
+	if calls, per := (*Policy)(nil).CapHistory(); calls != 0 || per != 0 {
+		t.Fatalf("no policy: %d, %v", calls, per)
+	}
+}

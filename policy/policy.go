@@ -46,6 +46,8 @@ type Policy struct {
 
 	version  string
 	compiled map[string]*compiled // by campaign; "" is the default
+	capCalls int                  // the most calls any cap counts
+	capPer   time.Duration        // the longest period any cap counts in
 }
 
 // Rules are the rules of the default or of one campaign. In a campaign
@@ -128,6 +130,17 @@ func allDays() []time.Weekday {
 // version; a scheduler compares versions to tell that the policy changed.
 func (p *Policy) Version() string { return p.version }
 
+// CapHistory is what a scheduler must remember of a user's calls for the
+// policy's frequency caps: the calls of the last per, at most calls of them
+// (the most any cap counts and the longest period any cap counts them in;
+// 0 and 0 without a cap). A nil policy has no cap.
+func (p *Policy) CapHistory() (calls int, per time.Duration) {
+	if p == nil {
+		return 0, 0
+	}
+	return p.capCalls, p.capPer
+}
+
 // RulesFor returns the rules in force for a campaign: the default with the
 // campaign's override applied. An unknown or empty campaign gets the
 // default.
@@ -167,6 +180,11 @@ func build(def Rules, campaigns map[string]Rules) (*Policy, error) {
 	p.compiled[""] = compile(def)
 	for name, o := range campaigns {
 		p.compiled[name] = compile(merge(def, o))
+	}
+	for _, c := range p.compiled {
+		if c.cap.Calls > 0 {
+			p.capCalls, p.capPer = max(p.capCalls, c.cap.Calls), max(p.capPer, c.cap.Per)
+		}
 	}
 	enc, err := p.encode()
 	if err != nil {

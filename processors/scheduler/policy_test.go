@@ -653,3 +653,32 @@ default:
 		}
 	}
 }
+
+// A cap of more calls than the value's usual history (FiredHistory, 16)
+// counts every call: the value keeps the calls the cap counts.
+func TestCapCountsMoreCallsThanTheUsualHistory(t *testing.T) {
+	berlin := zone(t, "Europe/Berlin")
+	day := time.Date(2026, 6, 10, 0, 0, 0, 0, berlin)
+	h, _ := newPolicyHarness(t, `{default: {cap: {calls: 20, per: 7d}}}`, day.Add(8*time.Hour))
+	var fs []*pb.FollowUp
+	var ids []string
+	for i := range 20 {
+		id := fmt.Sprintf("t%02d", i)
+		fs = append(fs, at(id, day.Add(9*time.Hour+time.Duration(i)*30*time.Minute)))
+		ids = append(ids, id)
+	}
+	h.onboardUser("u1", "+4915112345678", "", fs...)
+	for i := range 20 {
+		h.tickTime(day.Add(9*time.Hour + time.Duration(i)*30*time.Minute))
+	}
+	if got := h.expectCalls(ids...); len(got) != 20 {
+		t.Fatalf("%d calls", len(got))
+	}
+	h.onboardUser("u1", "+4915112345678", "", at("t20", day.Add(19*time.Hour)))
+	if n := len(h.state("u1").GetFired()); n != 20 {
+		t.Fatalf("the value remembers %d fired calls, want the 20 the cap counts", n)
+	}
+	if got, want := h.task("u1", "t20"), day.Add(7*24*time.Hour+9*time.Hour); got.GetDeferred() != "cap" || !got.GetDueAt().AsTime().Equal(want) {
+		t.Fatalf("the 21st call due %v (%q), want %v (cap)", got.GetDueAt().AsTime().In(berlin), got.GetDeferred(), want)
+	}
+}

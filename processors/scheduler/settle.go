@@ -132,13 +132,38 @@ func (s *Scheduler) splitFired(part int32, user string, pending []*pb.Task) (kee
 	return keep, fired
 }
 
+// firedKept is how many of the user's last fired follow-ups (oldest first)
+// the value keeps: FiredHistory, or more while the calling policy's
+// frequency cap counts them (those fired within the cap's longest period,
+// up to its largest number of calls), so that a cap of more calls than
+// FiredHistory counts every call.
+func (s *Scheduler) firedKept(fired []*pb.FiredTask) int {
+	calls, per := s.policyNow().CapHistory()
+	if calls <= s.cfg.FiredHistory || len(fired) <= s.cfg.FiredHistory {
+		return s.cfg.FiredHistory
+	}
+	since := s.cfg.Clock.Now().Add(-per)
+	n := s.cfg.FiredHistory
+	for i := len(fired) - 1 - n; i >= 0 && n < calls; i-- {
+		at := fired[i].GetTask().GetDueAt().AsTime()
+		if fired[i].GetFiredAt() != nil {
+			at = fired[i].GetFiredAt().AsTime()
+		}
+		if at.Before(since) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
 // record sets the user's pending follow-ups and appends fired ones to the
 // bounded history; a recurring one that fired brings its next occurrence
 // (ctx nil: for display, nothing is reported).
 func (s *Scheduler) record(ctx goka.Context, st *pb.UserState, keep []*pb.Task, fired []*pb.FiredTask) {
 	st.Pending = keep
 	st.Fired = append(st.Fired, fired...)
-	if n := len(st.Fired) - s.cfg.FiredHistory; n > 0 {
+	if n := len(st.Fired) - s.firedKept(st.Fired); n > 0 {
 		st.Fired = append(st.Fired[:0:0], st.Fired[n:]...)
 	}
 	added := false
