@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/ivrsched/ivrsched/bench/harness"
 	"github.com/ivrsched/ivrsched/bench/systems/asynq"
@@ -28,6 +29,12 @@ var registry = []entry{
 	}},
 	{"ivrsched-kafka-tick10ms", "kafka", func() harness.System {
 		return ivrsched.New("ivrsched-kafka-tick10ms", ivrsched.OneProcess, "--tick-gap", "10ms")
+	}},
+	// The default calling policy (08:00 to 21:00 in the user's local time)
+	// with every user in a zone where it is daytime: its cost when every
+	// call is inside the window.
+	{"ivrsched-kafka-window", "kafka", func() harness.System {
+		return ivrsched.New("ivrsched-kafka-window", ivrsched.OneProcess, "--default-policy", "window").WithTimeZone(ivrsched.DaytimeZone(time.Now()))
 	}},
 	{"ivrsched-embedded", "embedded", func() harness.System { return ivrsched.New("ivrsched-embedded", ivrsched.Embedded) }},
 	{"asynq-default", "redis", asynq.Default},

@@ -42,6 +42,7 @@ type System struct {
 	mode   Mode
 	extra  []string // more flags for every process
 	sched  []string // more flags for the scheduler (or the single process)
+	zone   string   // the users' time zone; "": the phone number's
 	env    harness.Env
 	bin    string
 	topics topology.Topics
@@ -72,6 +73,30 @@ func New(name string, mode Mode, extra ...string) *System {
 func (s *System) WithSchedulerFlags(flags ...string) *System {
 	s.sched = append(s.sched, flags...)
 	return s
+}
+
+// WithTimeZone onboards every user with the time zone tz (the calling
+// policy reads its windows in it), instead of their number's zone.
+func (s *System) WithTimeZone(tz string) *System {
+	s.zone = tz
+	return s
+}
+
+// DaytimeZone names a fixed-offset zone where it is about noon at now, so
+// that a run of a few minutes falls inside any daytime calling window.
+func DaytimeZone(now time.Time) string {
+	off := (12 - now.UTC().Hour() + 24) % 24 // hours east of UTC
+	if off > 14 {
+		off -= 24
+	}
+	switch {
+	case off == 0:
+		return "Europe/London" // GMT in winter, BST in summer: noon or 13:00
+	case off > 0:
+		return fmt.Sprintf("Etc/GMT-%d", off) // the IANA names' sign is inverted
+	default:
+		return fmt.Sprintf("Etc/GMT+%d", -off)
+	}
 }
 
 // Name is the subject's name.
@@ -247,7 +272,7 @@ func (s *System) Schedule(ctx context.Context, tasks []harness.Task) error {
 	}()
 	for _, t := range tasks {
 		cmd := &ivrschedpb.Command{UserId: t.User, RequestedAt: now, Command: &ivrschedpb.Command_Onboard{Onboard: &ivrschedpb.Onboard{
-			Phone: "+14155550100",
+			Phone: "+14155550100", TimeZone: s.zone,
 			FollowUps: []*ivrschedpb.FollowUp{{TaskId: t.ID, When: &ivrschedpb.FollowUp_DueAt{DueAt: timestamppb.New(t.Due)},
 				Action: &ivrschedpb.Action{IvrScript: "bench"}, Payload: t.Payload}},
 		}}}
