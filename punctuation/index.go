@@ -135,8 +135,15 @@ type Index struct {
 	parkedBy map[string][]Pos    // the parked follow-ups of each user
 	deferred *btree.BTreeG[item] // deferred follow-ups after the mark
 	sweep    sweep               // the sweep of deferred under way
-	changed  func()              // told when the earliest due time may have moved earlier
-	retain   int64               // retention in nanoseconds; 0: no retention timers
+	keyCount int                 // table keys with a readable value
+	// woken: timers a tick took, by user, until the user's value is
+	// written (the wake's callback writes it): Reopen puts them back.
+	woken map[string][]Pos
+	// recentGap: the index was kept across a close (Reopen), so recent
+	// lacks the fired follow-ups of before: a replay scans the store.
+	recentGap bool
+	changed   func() // told when the earliest due time may have moved earlier
+	retain    int64  // retention in nanoseconds; 0: no retention timers
 }
 
 func posLess(a, b Pos) bool { return a.Less(b) }
@@ -220,9 +227,18 @@ func (x *Index) retention(key string, v *Value) Pos {
 // map halves the index's memory; the storage wrapper has it at hand.
 func (x *Index) Update(key string, old, v *Value) {
 	x.mu.Lock()
-	// Any write of the user's value settles its parked follow-ups: the
-	// value now says where they are.
+	switch {
+	case old == nil && v != nil:
+		x.keyCount++
+	case old != nil && v == nil:
+		x.keyCount--
+	}
+	// Any write of the user's value settles its parked follow-ups and the
+	// timers woken: the value now says where they are.
 	notify := x.unpark(key)
+	if len(x.woken) > 0 {
+		delete(x.woken, key)
+	}
 	if old != nil {
 		for _, t := range old.Pending {
 			if t.Held {
@@ -407,7 +423,14 @@ func (x *Index) TakeDue(now time.Time, max int) []Pos {
 func (x *Index) TakeTimers(now time.Time, max int) []Pos {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.take(x.timers, now, max)
+	out := x.take(x.timers, now, max)
+	if len(out) > 0 && x.woken == nil {
+		x.woken = make(map[string][]Pos)
+	}
+	for _, p := range out {
+		x.woken[p.User] = append(x.woken[p.User], p)
+	}
+	return out
 }
 
 func (x *Index) take(tree *btree.BTreeG[item], now time.Time, max int) []Pos {
@@ -447,14 +470,23 @@ func (x *Index) Replaying() bool {
 }
 
 // Replayed ends the replay window and returns the fired follow-ups after
-// from (at most Through). complete is false when from is before the
-// Checkpoint: the ones between from and the Checkpoint are not kept and the
-// caller must find them in the table.
-func (x *Index) Replayed(from Pos) (fired []Pos, complete bool) {
+// from (at most Through) that the index kept. scanTo is zero when those are
+// all of them; otherwise the caller must find the ones in (from, scanTo] in
+// the table: scanTo is the Checkpoint when from is before it (the index
+// keeps only those after it), or Through when the index was kept across a
+// close (Reopen) and kept none.
+func (x *Index) Replayed(from Pos) (fired []Pos, scanTo Pos) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.recent == nil {
-		return nil, true
+		return nil, Pos{}
+	}
+	defer func() { x.recent, x.recentGap = nil, false }()
+	if x.recentGap {
+		if from.Less(x.mark.Through) {
+			return nil, x.mark.Through
+		}
+		return nil, Pos{}
 	}
 	x.recent.Ascend(func(p Pos) bool {
 		if from.Less(p) {
@@ -462,8 +494,47 @@ func (x *Index) Replayed(from Pos) (fired []Pos, complete bool) {
 		}
 		return true
 	})
-	x.recent = nil
-	return fired, !from.Less(x.mark.Checkpoint)
+	if from.Less(x.mark.Checkpoint) {
+		return fired, x.mark.Checkpoint
+	}
+	return fired, Pos{}
+}
+
+// Reopen readies an index kept across its partition's close for the
+// partition's next open, as if built from the same store: the parked
+// follow-ups back among the pending ones (the ticks park again what must
+// wait), no sweep under way, and a replay window again (until the next
+// Replayed), whose fired follow-ups are found in the store (Replayed's
+// scanTo), and the timers ticks took whose users' callbacks have not
+// written since back among the timers (their wakes may be lost with the
+// session; a wake that arrives anyway finds nothing to do).
+func (x *Index) Reopen() {
+	x.mu.Lock()
+	for _, ps := range x.woken {
+		for _, p := range ps {
+			x.add(x.timers, p)
+		}
+	}
+	x.woken = nil
+	x.parked.Ascend(func(p Pos) bool {
+		if x.mark.Through.Less(p) {
+			x.add(x.ready, p)
+		}
+		return true
+	})
+	x.parked.Clear(false)
+	x.parkedBy = make(map[string][]Pos)
+	x.sweep = sweep{}
+	x.recent = btree.NewG(32, posLess)
+	x.recentGap = true
+	x.mu.Unlock()
+}
+
+// Keys is the number of table keys the index has read a value of.
+func (x *Index) Keys() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.keyCount
 }
 
 // Next returns the earliest due time of the follow-ups after the mark

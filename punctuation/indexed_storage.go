@@ -43,12 +43,21 @@ type indexed struct {
 }
 
 // MarkRecovered builds the index from the restored store: the mark first,
-// so that the scan knows which follow-ups have fired, then every value.
+// so that the scan knows which follow-ups have fired, then every value. An
+// index kept from the partition's last close is taken instead when the
+// store is as it was then (see kept.go).
 func (s *indexed) MarkRecovered() error {
 	if err := s.Storage.MarkRecovered(); err != nil {
 		return err
 	}
 	start := time.Now()
+	if x := s.p.reclaim(s.part, s.Storage); x != nil {
+		s.index = x
+		s.p.cfg.Logger.Info("due index built", "table", s.p.cfg.Table, "partition", s.part, "keys", x.Keys(), "pending", x.Len(),
+			"took", time.Since(start).Round(time.Millisecond), "kept", true)
+		s.p.register(s.part, x, s.Storage)
+		return nil
+	}
 	x := NewIndex(s.p.poke)
 	x.SetRetention(s.p.cfg.Retain)
 	key := s.p.cfg.MarkKey(s.part)
@@ -75,7 +84,11 @@ func (s *indexed) Close() error {
 	if s.index != nil {
 		s.p.unregister(s.part, s.index)
 	}
-	return s.Storage.Close()
+	err := s.Storage.Close()
+	if err == nil && s.index != nil {
+		s.p.keep(s.part, s.index, s.Storage)
+	}
+	return err
 }
 
 func (s *indexed) Get(key string) ([]byte, error) {

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lovoo/goka/storage"
@@ -95,6 +96,9 @@ type Punctuator struct {
 
 	mu    sync.Mutex
 	parts map[int32]*partition
+	kept  map[int32]*keptIndex // indexes of closed partitions, for their next open (kept.go)
+	// reused counts the partition opens that took a kept index back.
+	reused atomic.Int64
 }
 
 type partition struct {
@@ -110,7 +114,7 @@ func New(cfg Config) (*Punctuator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Punctuator{cfg: cfg, wake: make(chan struct{}, 1), parts: make(map[int32]*partition)}, nil
+	return &Punctuator{cfg: cfg, wake: make(chan struct{}, 1), parts: make(map[int32]*partition), kept: make(map[int32]*keptIndex)}, nil
 }
 
 // Index returns the due index of an owned partition, or nil.

@@ -210,9 +210,9 @@ func TestIndexEqualsTableScan(t *testing.T) {
 			if got := x.Pending(); !slices.Equal(got, want) {
 				t.Fatalf("seed %d %s: index %v, want %v", seed, when, got, want)
 			}
-			fired, complete := x.Replayed(Pos{})
-			if complete != mark.Checkpoint.IsZero() {
-				t.Fatalf("seed %d %s: complete %v with checkpoint %v", seed, when, complete, mark.Checkpoint)
+			fired, scanTo := x.Replayed(Pos{})
+			if scanTo != mark.Checkpoint {
+				t.Fatalf("seed %d %s: scan to %v with checkpoint %v", seed, when, scanTo, mark.Checkpoint)
 			}
 			for _, f := range wantFired {
 				if _, found := slices.BinarySearchFunc(fired, f, Compare); !found {
@@ -303,9 +303,9 @@ func TestMarkHidesFiredFollowUps(t *testing.T) {
 		t.Fatalf("a follow-up before the mark was indexed: %v", x.Pending())
 	}
 	// Kept for a replay until the first tick: a's and c's (after the zero checkpoint).
-	fired, complete := x.Replayed(Pos{})
-	if !complete || len(fired) != 2 || fired[0].User != "c" || fired[1].User != "a" {
-		t.Fatalf("replay %v %v", fired, complete)
+	fired, scanTo := x.Replayed(Pos{})
+	if !scanTo.IsZero() || len(fired) != 2 || fired[0].User != "c" || fired[1].User != "a" {
+		t.Fatalf("replay %v %v", fired, scanTo)
 	}
 	if fired, _ := x.Replayed(Pos{}); fired != nil || x.Replaying() {
 		t.Fatal("replay candidates kept after Replayed")
@@ -510,5 +510,127 @@ func TestIndexSweepsDeferredFollowUps(t *testing.T) {
 	x.Update("b", &Value{Pending: []Task{d(20, "t1"), d(30, "t2")}}, nil)
 	if got := x.Deferred(); len(got) != 0 {
 		t.Fatalf("deferred after b was deleted: %v", got)
+	}
+}
+
+// cleanMemory is a memory store that closes cleanly at a changelog offset
+// of the test's choice (as internal/localstore's does with nothing waiting).
+type cleanMemory struct {
+	storage.Storage
+	offset int64
+	clean  bool
+}
+
+func (m *cleanMemory) GetOffset(int64) (int64, error) { return m.offset, nil }
+func (m *cleanMemory) ClosedClean() (int64, bool)     { return m.offset, m.clean }
+func (m *cleanMemory) Close() error                   { return nil } // keeps the data, like a local store on disk
+func (m *cleanMemory) Open() error                    { return nil }
+func (m *cleanMemory) MarkRecovered() error           { return nil }
+func (m *cleanMemory) SetOffset(offset int64) error   { m.offset = offset; return nil }
+func (m *cleanMemory) set(t *testing.T, key string, v Value) {
+	t.Helper()
+	if err := m.Storage.Set(key, encValue(v)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A partition closed cleanly and opened again with its store at the same
+// offset takes its index back instead of scanning the store (a rebalance
+// that leaves it here): same follow-ups, nothing parked, and a replay in
+// the new session finds its fired follow-ups in the store. A store that
+// moved on (records restored) or did not close cleanly is scanned again.
+func TestIndexKeptAcrossCleanClose(t *testing.T) {
+	p := newTestPunctuator(t, clock.NewFake(t0), nil)
+	inner := &cleanMemory{Storage: storage.NewMemory(), offset: 41, clean: true}
+	st := open(t, p, "tbl", 3, inner)
+	p.Index(3).Replayed(Pos{})
+	for i, u := range []string{"a", "b", "c"} {
+		if err := st.Set(u, encValue(Value{Pending: []Task{{Due: t0.Add(time.Duration(i+1) * time.Second).UnixNano(), ID: "t"}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := p.Index(3)
+	taken := x.TakeDue(t0.Add(time.Second), 0) // a fires: the mark moves to it
+	mark := Mark{Through: taken[0], LastTick: 9}
+	if err := st.Set(markKey, encValue(Value{Mark: &mark})); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Set("a", encValue(Value{Fired: []Task{{Due: t0.Add(time.Second).UnixNano(), ID: "t"}}})); err != nil {
+		t.Fatal(err)
+	}
+	x.Park(x.TakeDue(t0.Add(2*time.Second), 0)[0]) // b waits for its user's callback
+	// h's held follow-up is a timer; a tick takes it and wakes h, whose
+	// callback has not written h's value yet.
+	held := Pos{Due: t0.Add(5 * time.Second).UnixNano(), User: "h", Task: "held"}
+	if err := st.Set("h", encValue(Value{Pending: []Task{{Due: held.Due, ID: "held", Held: true}}})); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.TakeTimers(held.Time(), 0); !slices.Equal(got, []Pos{held}) {
+		t.Fatalf("timers taken %v", got)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.SessionEnded(true)
+
+	st = open(t, p, "tbl", 3, inner)
+	if p.Index(3) != x {
+		t.Fatal("the index was built again, not kept")
+	}
+	want, _ := scan(t, inner)
+	want = slices.DeleteFunc(want, func(q Pos) bool { return q == held }) // a timer, not pending
+	if got := x.Pending(); !slices.Equal(got, want) || len(x.Parked()) != 0 || !x.Replaying() {
+		t.Fatalf("kept index: pending %v (scan %v), parked %v, replaying %v", got, want, x.Parked(), x.Replaying())
+	}
+	if got := x.Timers(); !slices.Equal(got, []Pos{held}) {
+		t.Fatalf("timers of the kept index %v, want the one woken before the close", got)
+	}
+	if fired, scanTo := x.Replayed(Pos{}); fired != nil || scanTo != mark.Through {
+		t.Fatalf("Replayed = %v, %v; want none kept and a scan to the mark %v", fired, scanTo, mark.Through)
+	}
+	if fired, err := p.FiredBetween(3, Pos{}, mark.Through); err != nil || len(fired) != 1 || fired[0].User != "a" {
+		t.Fatalf("FiredBetween = %v, %v", fired, err)
+	}
+
+	// Records restored since the close: scanned again.
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.SessionEnded(true)
+	inner.set(t, "d", Value{Pending: []Task{{Due: t0.Add(9 * time.Second).UnixNano(), ID: "t"}}})
+	inner.offset++
+	st = open(t, p, "tbl", 3, inner)
+	if p.Index(3) == x {
+		t.Fatal("an index kept over a store that moved on")
+	}
+	if got, want := p.Index(3).Pending(), func() []Pos {
+		w, _ := scan(t, inner)
+		return slices.DeleteFunc(w, func(q Pos) bool { return q == held })
+	}(); !slices.Equal(got, want) || len(got) != 3 {
+		t.Fatalf("rebuilt index %v, scan %v", got, want)
+	}
+
+	// An unclean close: scanned again.
+	x = p.Index(3)
+	inner.clean = false
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.SessionEnded(true)
+	st = open(t, p, "tbl", 3, inner)
+	if p.Index(3) == x {
+		t.Fatal("an index kept across an unclean close")
+	}
+
+	// A clean close in a session that ended with a failed partition: scanned again.
+	x = p.Index(3)
+	inner.clean = true
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.SessionEnded(false)
+	open(t, p, "tbl", 3, inner)
+	if p.Index(3) == x {
+		t.Fatal("an index kept across a failed session")
 	}
 }

@@ -197,9 +197,13 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		}
 		run.Scheduler = s
 		settled = s.Settled
-		all = append(all, newRole("scheduler", string(cfg.Topics.SchedulerTable()), log, cfg.Clock, func(extra ...goka.ProcessorOption) (*goka.Processor, error) {
+		sr := newRole("scheduler", string(cfg.Topics.SchedulerTable()), log, cfg.Clock, func(extra ...goka.ProcessorOption) (*goka.Processor, error) {
 			return s.Processor(cfg.Kafka.Brokers, append(withStores(opts, stores, cfg.Kafka), extra...)...)
-		}).supervised(cfg.Kafka, cfg.Topics.Scheduler))
+		})
+		// A rebalance takes back the due indexes of the partitions that stay
+		// here when the session ended cleanly (punctuation/kept.go).
+		sr.sessionEnded = s.Punctuator().SessionEnded
+		all = append(all, sr.supervised(cfg.Kafka, cfg.Topics.Scheduler))
 		all[len(all)-1].indexed = indexBuilt(s)
 		g.Go(func() error { return s.Punctuator().Run(ctx) })
 		g.Go(func() error {

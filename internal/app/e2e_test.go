@@ -21,6 +21,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/providers"
+	"github.com/ivrsched/ivrsched/punctuation"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -67,6 +68,12 @@ func (f *faultyReads) Get(key string) ([]byte, error) {
 	return f.Storage.Get(key)
 }
 
+// ClosedClean passes the local store's answer on, so that indexes kept
+// across a session's end (punctuation/kept.go) are in play.
+func (f *faultyReads) ClosedClean() (int64, bool) {
+	return f.Storage.(punctuation.CleanCloser).ClosedClean()
+}
+
 // Store faults on the firing path (and the command path) fail the
 // partition; the role restarts the processor, the input replays, and every
 // follow-up still reaches the provider exactly once, never early.
@@ -87,6 +94,11 @@ func TestStoreFaultsLoseNothing(t *testing.T) {
 		t.Fatalf("no fault injected (%d reads)", reads.Load())
 	}
 	t.Logf("%d faults injected in %d reads; fired %d (with replays)", min(faults.Load(), 3), reads.Load(), run.Scheduler.Stats.Fired.Load())
+	// Every session here ended with a failed partition: no index may be
+	// taken back from one (the faults may have left it short).
+	if n := run.Scheduler.Punctuator().IndexesReused(); n != 0 {
+		t.Fatalf("%d indexes taken back after failed sessions", n)
+	}
 }
 
 // endToEnd runs both roles on the embedded broker, onboards users with a

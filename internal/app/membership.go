@@ -23,6 +23,7 @@ import (
 type membership struct {
 	kafka topology.Kafka
 	group string
+	ended func(clean bool) // told at each session's end; nil: nobody
 
 	mu     sync.Mutex
 	member string
@@ -118,6 +119,16 @@ func (r memberRecorder) Consume(ctx context.Context, topics []string, h sarama.C
 type sessionRecorder struct {
 	sarama.ConsumerGroupHandler
 	m *membership
+}
+
+// Cleanup ends the session (Goka closes the partitions' stores) and tells
+// whether it ended cleanly: Goka's Cleanup fails when a partition did.
+func (s sessionRecorder) Cleanup(sess sarama.ConsumerGroupSession) error {
+	err := s.ConsumerGroupHandler.Cleanup(sess)
+	if s.m.ended != nil {
+		s.m.ended(err == nil)
+	}
+	return err
 }
 
 func (s sessionRecorder) Setup(sess sarama.ConsumerGroupSession) error {

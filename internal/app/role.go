@@ -39,6 +39,10 @@ type role struct {
 	// its restored table: the scheduler's due index. Called from any
 	// goroutine.
 	indexed func(part int32) bool
+	// sessionEnded, if set, is told at the end of each consumer group
+	// session whether it ended cleanly (no partition failed); set before
+	// supervised.
+	sessionEnded func(clean bool)
 }
 
 const (
@@ -69,7 +73,7 @@ func (r *role) supervised(k topology.Kafka, group goka.Group) *role {
 		}
 		return c.Close()
 	}
-	m := &membership{kafka: k, group: string(group)}
+	m := &membership{kafka: k, group: string(group), ended: r.sessionEnded}
 	r.leave = m.leave
 	r.extra = append(r.extra, m.option())
 	return r

@@ -159,6 +159,7 @@ func (s *Stores) Builder() storage.Builder {
 			partition: partition,
 			path:      path,
 			log:       s.log.With("topic", topic, "partition", partition, "dir", path),
+			cleanAt:   -1,
 		}, nil
 	}
 }
@@ -277,6 +278,9 @@ type store struct {
 	wrote   sync.Cond // broadcast when the writer wrote a batch (tests wait on it)
 	closed  bool      // no more acknowledgements
 	werr    error     // the writer failed: the store takes no more writes
+	// cleanAt is the offset a clean close stamped (stampCaughtUp), -1
+	// after any other close.
+	cleanAt int64
 }
 
 type entry struct {
@@ -486,6 +490,7 @@ func (s *store) Close() error {
 // changelog whole, and nobody else writes a partition while it is owned.
 // Called with mu held, after the writer stopped.
 func (s *store) stampCaughtUp() error {
+	s.cleanAt = -1
 	if s.werr != nil || !s.recovered.Load() || len(s.overlay) > 0 {
 		return nil
 	}
@@ -498,7 +503,23 @@ func (s *store) stampCaughtUp() error {
 	if err := s.db.Write(b, nil); err != nil {
 		return fmt.Errorf("localstore: stamp offset in %s: %w", s.path, err)
 	}
+	s.cleanAt = offset
 	return nil
+}
+
+// ClosedClean reports, after Close, whether the store closed holding every
+// write it was given (none waiting for the changelog, none lost) and the
+// changelog offset it holds: the punctuation keeps a partition's due index
+// across such a close (punctuation.CleanCloser).
+func (s *store) ClosedClean() (offset int64, ok bool) {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.state != stateClosed {
+		return -1, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cleanAt, s.cleanAt >= 0
 }
 
 // lookup returns the value a key has in the overlay, if it has one there.

@@ -801,3 +801,30 @@ func TestMarksFollowValues(t *testing.T) {
 		t.Fatal("Marked on stores that keep no marks: no error")
 	}
 }
+
+// ClosedClean: a close with every write acknowledged reports the offset the
+// store holds; a close with a write still waiting reports an unclean close,
+// and so does a store never closed.
+func TestClosedClean(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	restore(t, st, 0, "a", "a0")
+	if _, ok := st.(*store).ClosedClean(); ok {
+		t.Fatal("an open store reports a clean close")
+	}
+	e := f.set(t, st, "table", "a", "a1")
+	f.fake.ack(e, 0, 7)
+	waitOffset(t, st, 7)
+	mustClose(t, st)
+	if off, ok := st.(*store).ClosedClean(); !ok || off != 7 {
+		t.Fatalf("ClosedClean = %d, %v after a close with everything acknowledged; want 7, true", off, ok)
+	}
+
+	st = f.open(t, "table", 0)
+	f.set(t, st, "table", "b", "b1") // never acknowledged
+	mustClose(t, st)
+	if _, ok := st.(*store).ClosedClean(); ok {
+		t.Fatal("a close that dropped a write reports a clean close")
+	}
+}

@@ -46,12 +46,12 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 	now := s.cfg.Clock.Now()
 	if idx.Replaying() {
 		from := pos(tick.GetFiredThrough())
-		fired, complete := idx.Replayed(from)
+		fired, scanTo := idx.Replayed(from)
 		if ok && !mark.Through.IsZero() && ctx.Offset() <= mark.LastTick {
 			s.Stats.Replays.Add(1)
-			if !complete {
+			if !scanTo.IsZero() {
 				s.Stats.ReplayScans.Add(1)
-				older, err := s.punct.FiredBetween(part, from, mark.Checkpoint)
+				older, err := s.punct.FiredBetween(part, from, scanTo)
 				if err != nil {
 					ctx.Fail(fmt.Errorf("replay of partition %d: %w", part, err))
 				}
