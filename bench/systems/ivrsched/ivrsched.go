@@ -317,15 +317,28 @@ func (s *System) Observe(ctx context.Context, out chan<- harness.Fire) error {
 	})
 }
 
-// ObservePlaced consumes ivr-results from the start: one result per call
-// the dialer placed, after its de-duplication, so a duplicate here is a call
-// dialed twice.
+// ObservePlaced consumes ivr-results from the start: a placement is a call
+// id's first result. The dialer publishes a call's result again when it
+// replays the answer after a restart (at least once, with the same call
+// id), which is not a second placement; a second call id for one follow-up
+// would count as a duplicate, as in Observe, and a call dialed twice shows
+// in the provider's requests, which the system tests count.
 func (s *System) ObservePlaced(ctx context.Context, out chan<- harness.Fire) error {
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+	)
 	return harness.ObserveTopic(ctx, []string{s.broker}, string(s.topics.Results), out, func(m *sarama.ConsumerMessage) (harness.Fire, bool) {
 		var r ivrschedpb.CallResult
 		if proto.Unmarshal(m.Value, &r) != nil {
 			return harness.Fire{}, false
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[r.GetCallId()] {
+			return harness.Fire{}, false
+		}
+		seen[r.GetCallId()] = true
 		return harness.Fire{ID: r.GetTaskId()}, true
 	})
 }
