@@ -1,8 +1,13 @@
 package punctuation
 
 import (
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/lovoo/goka/storage"
 )
 
 // Backlog counts the follow-ups after the mark, those due now (parked ones
@@ -27,5 +32,30 @@ func expect(t *testing.T, got, want Backlog) {
 	t.Helper()
 	if got.Pending != want.Pending || got.Due != want.Due || !got.OldestDue.Equal(want.OldestDue) {
 		t.Fatalf("backlog %+v, want %+v", got, want)
+	}
+}
+
+// Building the index of a large partition logs its progress.
+func TestIndexBuildLogsProgress(t *testing.T) {
+	defer func(d time.Duration) { buildProgressEvery = d }(buildProgressEvery)
+	buildProgressEvery = 0 // log at every check: every buildCheckEvery keys
+	var logs strings.Builder
+	p, err := New(Config{Table: "tbl", Parse: parse, MarkKey: func(int32) string { return markKey },
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(t, p, "tbl", 0, storage.NewMemory(), func(st storage.Storage) {
+		for i := range 2*buildCheckEvery + 10 {
+			if err := st.Set(fmt.Sprint("user-", i), enc(t0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	for _, want := range []string{"msg=\"building due index\" table=tbl partition=0 keys=4096 pending=4096",
+		"msg=\"building due index\" table=tbl partition=0 keys=8192 pending=8192", "msg=\"due index built\""} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no %q in the log:\n%s", want, logs.String())
+		}
 	}
 }
