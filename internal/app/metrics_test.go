@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -42,12 +41,7 @@ func TestMetricsAfterRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := ln.Addr().String()
-	ln.Close()
+	web := freeAddr(t)
 
 	prov := &placed{n: make(chan struct{}, 2*soon)}
 	cfg := Config{
@@ -61,22 +55,7 @@ func TestMetricsAfterRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	started := make(chan *Running, 1)
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, Roles{Scheduler: true, Dialer: true}, func(r *Running) { started <- r }) }()
-	var run *Running
-	select {
-	case run = <-started:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
-	select {
-	case <-run.Ready():
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("processors not ready after 60s")
-	}
+	run, done := runReady(ctx, t, cfg)
 	m := scrape(t, web)
 	m.expect(t, "ivrsched_restore_partitions", map[string]string{"role": "scheduler"}, 0)
 	m.expect(t, "ivrsched_followups_pending", nil, 0)

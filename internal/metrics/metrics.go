@@ -34,34 +34,23 @@ var WaitBuckets = []float64{.0001, .001, .005, .01, .025, .05, .1, .25, .5, 1, 2
 // due time to the scheduler's publishing of their calls (the calls'
 // fired_at); scheduler.Config.Lateness observes it.
 func FireLateness() prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: namespace,
-		Name:      "fire_lateness_seconds",
-		Help:      "How late follow-ups fired: from their due time (effective, after the calling policy) to the publishing of their calls.",
-		Buckets:   LatenessBuckets,
-	})
+	return histogram("fire_lateness_seconds", "How late follow-ups fired: from their due time (effective, after the calling policy) to the publishing of their calls.", LatenessBuckets)
 }
 
 // ProviderLatency is the histogram of provider requests' durations;
 // placement.Config.Latency observes it.
 func ProviderLatency() prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: namespace,
-		Name:      "provider_request_duration_seconds",
-		Help:      "Duration of the dialer's requests to the call provider, answered or not (retries are requests of their own).",
-		Buckets:   ProviderBuckets,
-	})
+	return histogram("provider_request_duration_seconds", "Duration of the dialer's requests to the call provider, answered or not (retries are requests of their own).", ProviderBuckets)
 }
 
 // RateLimitWait is the histogram of the dialer's waits for a token of the
 // calls-per-second bucket (--cps); placement.Config.RateWait observes it.
 func RateLimitWait() prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: namespace,
-		Name:      "dialer_rate_limit_wait_seconds",
-		Help:      "How long each provider request waited for a token of the calls-per-second limit (--cps).",
-		Buckets:   WaitBuckets,
-	})
+	return histogram("dialer_rate_limit_wait_seconds", "How long each provider request waited for a token of the calls-per-second limit (--cps).", WaitBuckets)
+}
+
+func histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
 }
 
 // collector is a prometheus.Collector whose metrics are made by collect
