@@ -25,7 +25,7 @@ import (
 
 // After a run on the embedded broker, /metrics says what happened: soon
 // users' follow-ups fired (counter, lateness histogram, dialer outcomes,
-// provider requests), later users' follow-ups pending until rescheduled,
+// provider requests, waits for a calls-per-second token), later users' follow-ups pending until rescheduled,
 // cancelled or forgotten (the pending gauge goes to 0), invalid phones
 // dead-lettered by reason.
 func TestMetricsAfterRun(t *testing.T) {
@@ -50,6 +50,7 @@ func TestMetricsAfterRun(t *testing.T) {
 		DataDir:  t.TempDir(),
 		HTTP:     web,
 		Provider: prov,
+		CPS:      1000, // the whole deployment's: this process owns every partition
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics:  prometheus.NewPedanticRegistry(), // checks every metric against its description
 	}
@@ -122,6 +123,8 @@ func TestMetricsAfterRun(t *testing.T) {
 	m.expect(t, "ivrsched_provider_requests_total", nil, soon)
 	m.expectHistogramCount(t, "ivrsched_provider_request_duration_seconds", soon)
 	m.expect(t, "ivrsched_dialer_calls_in_flight", nil, 0)
+	m.expectHistogramCount(t, "ivrsched_dialer_rate_limit_wait_seconds", soon)
+	m.expect(t, "ivrsched_dialer_rate_limit_cps", nil, 1000)
 	if ticks := m.sum("ivrsched_ticks_total", nil); ticks < 1 {
 		t.Errorf("ivrsched_ticks_total = %v, want ticks", ticks)
 	}
