@@ -46,3 +46,13 @@ const (
 	// or blackouts over all of them).
 	ReasonNoOpening Reason = "no_opening"
 )
+
+// Reasons lists every reason, in the order above: the closed set of the
+// dead-letter metric's reason label.
+func Reasons() []Reason {
+	return []Reason{ReasonUndecodable, ReasonUnknownCommand, ReasonMissingUserID, ReasonKeyMismatch, ReasonMissingPhone,
+		ReasonInvalidPhone, ReasonUnknownTimeZone, ReasonNegativeDelay, ReasonDelayTooLong, ReasonDueTooFarPast,
+		ReasonDueTooFarFuture, ReasonMissingTaskID, ReasonDuplicateTaskID, ReasonMissingWhen, ReasonPayloadTooLarge,
+		ReasonMisroutedForward, ReasonReservedUserID, ReasonTimeOutOfRange, ReasonRequestedAtSkew, ReasonMissingCallID,
+		ReasonUnreadableState, ReasonNoTimeZone, ReasonInvalidRepeat, ReasonNoOpening}
+}

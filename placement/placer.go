@@ -63,10 +63,20 @@ type Config struct {
 	// Drain is how long requests under way may finish when the placer
 	// stops; a call cut off stays in flight in the table and is placed
 	// again at the next start.
-	Drain  time.Duration
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Drain time.Duration
+	// Latency, if set, observes each provider request's duration in
+	// seconds, answered or not; RateWait, if set, how long each request
+	// waited for its token of the calls-per-second bucket (only with a
+	// CPS limit). Both are called concurrently from the workers (a
+	// Prometheus histogram is an Observer).
+	Latency, RateWait Observer
+	Clock             clock.Clock
+	Logger            *slog.Logger
 }
+
+// Observer takes one observation (prometheus.Observer is one). It is
+// called concurrently.
+type Observer interface{ Observe(float64) }
 
 func (c *Config) setDefaults() {
 	if c.MaxInFlight <= 0 {
@@ -395,8 +405,12 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 	backoff := p.cfg.MinBackoff
 	for n := 1; ; n++ {
 		if p.bucket != nil {
+			began := p.cfg.Clock.Now()
 			if err := p.bucket.Wait(ctx); err != nil {
 				return nil
+			}
+			if p.cfg.RateWait != nil {
+				p.cfg.RateWait.Observe(p.cfg.Clock.Now().Sub(began).Seconds())
 			}
 		}
 		now := p.cfg.Clock.Now()
@@ -409,6 +423,9 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 		rctx, cancel := context.WithTimeout(ctx, min(p.cfg.CallTimeout, deadline.Sub(now)))
 		res, err := p.cfg.Provider.Place(rctx, c)
 		cancel()
+		if p.cfg.Latency != nil {
+			p.cfg.Latency.Observe(p.cfg.Clock.Now().Sub(now).Seconds())
+		}
 		if err == nil {
 			return &pb.CallStatus{CallId: c.GetCallId(), UserId: c.GetUserId(), Outcome: res.Outcome, Final: res.Final,
 				Detail: res.Detail, ProviderCallId: res.ProviderCallID, Placement: true, Requests: uint32(n), At: timestamppb.New(p.cfg.Clock.Now())}

@@ -42,10 +42,18 @@ type indexed struct {
 	lastHeld bool
 }
 
+// While the index of a large partition is built, its progress is logged
+// every buildProgressEvery (the clock is read every buildCheckEvery keys;
+// a variable for tests).
+var buildProgressEvery = 2 * time.Second
+
+const buildCheckEvery = 4096
+
 // MarkRecovered builds the index from the restored store: the mark first,
 // so that the scan knows which follow-ups have fired, then every value. An
 // index kept from the partition's last close is taken instead when the
-// store is as it was then (see kept.go).
+// store is as it was then (see kept.go). A build logs its progress while
+// it takes longer than buildProgressEvery.
 func (s *indexed) MarkRecovered() error {
 	if err := s.Storage.MarkRecovered(); err != nil {
 		return err
@@ -67,9 +75,15 @@ func (s *indexed) MarkRecovered() error {
 		x.Update(key, nil, s.parse(key, raw))
 	}
 	n := 0
+	progress := start
 	err := scanStore(s.Storage, func(key string, raw []byte) {
 		x.Update(key, nil, s.parse(key, raw))
 		n++
+		if n%buildCheckEvery == 0 && time.Since(progress) >= buildProgressEvery {
+			progress = time.Now()
+			s.p.cfg.Logger.Info("building due index", "table", s.p.cfg.Table, "partition", s.part, "keys", n, "pending", x.Len(),
+				"keys_per_s", int64(float64(n)/progress.Sub(start).Seconds()), "since", progress.Sub(start).Round(time.Second))
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("index partition %d: %w", s.part, err)

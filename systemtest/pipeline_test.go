@@ -15,12 +15,14 @@ import (
 )
 
 // The whole pipeline through the binary, all roles in one process: every
-// follow-up reaches the provider once, never early.
+// follow-up reaches the provider once, never early, and /metrics counts
+// them.
 func TestPipeline(t *testing.T) {
 	brokers := needKafka(t)
 	pfx, parts := prefix(t), 6
 	prov := newProvider(t)
-	ivr := start(t, "run", append([]string{"run", "--http", ""}, roleArgs(t, brokers, pfx, parts, "--provider", "webhook", "--webhook-url", prov.url())...)...)
+	web := freeAddr(t)
+	ivr := start(t, "run", append([]string{"run", "--http", web}, roleArgs(t, brokers, pfx, parts, "--provider", "webhook", "--webhook-url", prov.url())...)...)
 
 	plan := spread(500, 2, time.Now().Add(3*time.Second), 5*time.Second)
 	want := schedule(t, brokers, pfx, parts, plan)
@@ -29,6 +31,7 @@ func TestPipeline(t *testing.T) {
 	if r.rawRepeats != 0 {
 		t.Fatalf("%d repeated provider requests without any crash", r.rawRepeats)
 	}
+	checkMetrics(t, web, parts, len(want))
 	if err := ivr.stop(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -44,7 +46,7 @@ type roleFlags struct {
 func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault string) {
 	r.kafkaFlags.register(fs, brokersDefault)
 	fs.StringVar(&r.dataDir, "data-dir", "ivrsched-data", "directory of this instance's local state (one per instance)")
-	fs.StringVar(&r.http, "http", httpDefault, "web UI address (monitor and table query pages); empty for none")
+	fs.StringVar(&r.http, "http", httpDefault, "web UI address (monitor and table query pages, /metrics, /healthz, /readyz); empty for none")
 	fs.DurationVar(&r.defaultDelay, "default-delay", 24*time.Hour, "delay of the follow-up given to an onboarding event that has none")
 	fs.StringVar(&r.defaultScript, "default-script", "welcome", "IVR script of the default follow-up")
 	fs.StringVar(&r.instanceID, "instance-id", "", "static group membership id, unique per instance: a restart gets its partitions back at once")
@@ -108,6 +110,7 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		HTTP:          r.http,
 		Default:       scheduler.DefaultFollowUp{Delay: r.defaultDelay, Action: &pb.Action{IvrScript: r.defaultScript}},
 		Logger:        log,
+		Metrics:       processRegistry(),
 	}
 	if r.dialing {
 		if err := r.dialer.apply(&cfg, os.Getenv); err != nil {
@@ -115,6 +118,15 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// processRegistry is the registry of the process's metrics, served on
+// --http's /metrics: the roles' (app.Run registers them), the Go runtime's
+// and the process's.
+func processRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/lovoo/goka/web/index"
 	"github.com/lovoo/goka/web/monitor"
 	"github.com/lovoo/goka/web/query"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
@@ -29,6 +30,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/localstore"
+	"github.com/ivrsched/ivrsched/internal/metrics"
 	"github.com/ivrsched/ivrsched/placement"
 	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/processors/dialer"
@@ -79,6 +81,9 @@ type Config struct {
 
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Metrics is the registry the roles' metrics go to, served on HTTP's
+	// /metrics; nil: a registry of Run's own.
+	Metrics *prometheus.Registry
 
 	// wrapSchedulerStorage, set by tests, wraps the scheduler's storage
 	// builder (fault injection).
@@ -150,6 +155,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	opts := append(cfg.Kafka.ProcessorOptions(), goka.WithLogger(gokaLogger{log}))
 	g, ctx := errgroup.WithContext(ctx)
 	run := &Running{ready: make(chan struct{})}
+	reg := cfg.registry()
 	router := mux.NewRouter()
 	mon := monitor.NewServer("/monitor", router)
 	var settled func(*pb.UserState) *pb.UserState // set when this process schedules
@@ -180,6 +186,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			return g.Wait()
 		}
 		stores := newStores(cfg, "scheduler", log)
+		lateness := metrics.FireLateness()
 		s, err := scheduler.New(scheduler.Config{
 			Topics:     cfg.Topics,
 			Storage:    cfg.schedulerStorage(stores.Builder()),
@@ -190,9 +197,13 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			TickGap:    cfg.TickGap,
 			Retain:     cfg.Retain,
 			Policy:     pv.Current,
+			Lateness:   lateness,
 			Logger:     log.With("role", "scheduler"),
 		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), cfg.Clock, log))
 		if err != nil {
+			return err
+		}
+		if err := register(reg, lateness, metrics.Scheduler(s)); err != nil {
 			return err
 		}
 		run.Scheduler = s
@@ -205,6 +216,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		sr.sessionEnded = s.Punctuator().SessionEnded
 		all = append(all, sr.supervised(cfg.Kafka, cfg.Topics.Scheduler))
 		all[len(all)-1].indexed = indexBuilt(s)
+		all[len(all)-1].stores = stores
 		g.Go(func() error { return s.Punctuator().Run(ctx) })
 		g.Go(func() error {
 			<-ctx.Done()
@@ -212,7 +224,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Dialer {
-		d, pl, r, err := startDialer(ctx, g, cfg, opts, router, log)
+		d, pl, r, err := startDialer(ctx, g, cfg, opts, router, reg, log)
 		if err != nil {
 			return err
 		}
@@ -220,6 +232,9 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		all = append(all, r)
 	}
 	run.roles = all
+	if err := register(reg, metrics.Restores(restoreProgress(all))); err != nil {
+		return err
+	}
 	for _, r := range all {
 		first, err := r.build()
 		if err != nil {
@@ -245,6 +260,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	})
 	if cfg.HTTP != "" {
 		mountHealth(router, all)
+		mountMetrics(router, reg)
 		router.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		router.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		router.HandleFunc("/debug/pprof/symbol", pprof.Symbol)

@@ -9,9 +9,11 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/lovoo/goka"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ivrsched/ivrsched/codec"
+	"github.com/ivrsched/ivrsched/internal/metrics"
 	"github.com/ivrsched/ivrsched/placement"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/providers"
@@ -27,7 +29,7 @@ const statsEvery = 30 * time.Second
 // users with calls in flight), the loop emitter the placer and the status
 // callbacks send to, the placer (run in g until ctx ends, then the emitter
 // is flushed) and the status callback endpoints on router.
-func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
+func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, reg prometheus.Registerer, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
 	dlog := log.With("role", "dialer")
 	stores := newStores(cfg, "dialer", log)
 	stores.Mark(placement.HasInFlight)
@@ -39,6 +41,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 	if prov == nil {
 		prov = providers.Log{Logger: dlog}
 	}
+	latency, wait := metrics.ProviderLatency(), metrics.RateLimitWait()
 	pl, err := placement.New(placement.Config{
 		Provider:    prov,
 		Results:     loop,
@@ -48,6 +51,8 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		CPS:         cfg.CPS,
 		CallTimeout: cfg.CallTimeout,
 		Deadline:    cfg.CallDeadline,
+		Latency:     latency,
+		RateWait:    wait,
 		Clock:       cfg.Clock,
 		Logger:      dlog,
 	})
@@ -63,6 +68,9 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		Logger:  dlog,
 	})
 	if err != nil {
+		return nil, nil, nil, errors.Join(err, loop.Finish())
+	}
+	if err := register(reg, latency, wait, metrics.Dialer(d, pl)); err != nil {
 		return nil, nil, nil, errors.Join(err, loop.Finish())
 	}
 	g.Go(func() error {
@@ -85,6 +93,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		opts := append(withStores(opts, stores, cfg.Kafka), cfg.Kafka.LoopRetention(topology.DialerLoopRetention))
 		return d.Processor(cfg.Kafka.Brokers, append(opts, extra...)...)
 	}).supervised(cfg.Kafka, cfg.Topics.Dialer)
+	r.stores = stores
 	return d, pl, r, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -125,22 +126,7 @@ func endToEnd(t *testing.T, users int, wrap func(*Config)) *Running {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	started := make(chan *Running, 1)
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, Roles{Scheduler: true, Dialer: true}, func(r *Running) { started <- r }) }()
-	var run *Running
-	select {
-	case run = <-started:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
-	select {
-	case <-run.Ready():
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("processors not ready after 60s")
-	}
+	run, done := runReady(ctx, t, cfg)
 
 	em, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.Onboarding, new(codec.Command), cfg.Kafka.EmitterOptions()...)
 	if err != nil {
@@ -203,4 +189,39 @@ func endToEnd(t *testing.T, users int, wrap func(*Config)) *Running {
 		t.Fatalf("run: %v", err)
 	}
 	return run
+}
+
+// runReady runs both roles with cfg until ctx ends and waits until they are
+// ready. done receives what Run returned.
+func runReady(ctx context.Context, t *testing.T, cfg Config) (run *Running, done <-chan error) {
+	t.Helper()
+	started := make(chan *Running, 1)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- Run(ctx, cfg, Roles{Scheduler: true, Dialer: true}, func(r *Running) { started <- r })
+	}()
+	select {
+	case run = <-started:
+	case err := <-ended:
+		t.Fatalf("run: %v", err)
+	}
+	select {
+	case <-run.Ready():
+	case err := <-ended:
+		t.Fatalf("run: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("processors not ready after 60s")
+	}
+	return run, ended
+}
+
+// freeAddr is a free local address (host:port) for a web server.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

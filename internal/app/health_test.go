@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -58,12 +57,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := ln.Addr().String()
-	ln.Close()
+	web := freeAddr(t)
 
 	release := make(chan struct{})
 	fault := make(chan struct{})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/localstore"
 	"github.com/ivrsched/ivrsched/topology"
 	"github.com/lovoo/goka"
 )
@@ -43,6 +44,9 @@ type role struct {
 	// session whether it ended cleanly (no partition failed); set before
 	// supervised.
 	sessionEnded func(clean bool)
+	// stores are the role's local table stores (restore progress); nil
+	// in tests that build roles by hand.
+	stores *localstore.Stores
 }
 
 const (

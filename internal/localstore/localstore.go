@@ -113,6 +113,9 @@ type Stores struct {
 	// Clock stamps the offset writes; nil: the wall clock.
 	Clock clock.Clock
 
+	// restored counts the changelog records restored into these stores.
+	restored atomic.Int64
+
 	mu sync.Mutex // serialises changes of open
 	// open is an immutable snapshot: table topic -> partition -> store,
 	// replaced on every Open and Close.
@@ -128,6 +131,10 @@ func New(dir string, log *slog.Logger) *Stores {
 	s.open.Store(&map[string]map[int32]*store{})
 	return s
 }
+
+// Restored is how many changelog records Goka restored into these stores
+// since they were made (restore progress, for metrics).
+func (s *Stores) Restored() int64 { return s.restored.Load() }
 
 func (s *Stores) now() time.Time {
 	if s.Clock == nil {
@@ -579,6 +586,7 @@ func (s *store) write(key string, value []byte) error {
 	defer s.mu.Unlock()
 	if !s.recovered.Load() {
 		s.restored++
+		s.stores.restored.Add(1)
 		s.put(s.batch, key, value)
 		if s.batch.Len() < restoreBatch {
 			return nil

@@ -248,6 +248,9 @@ func TestRestoreSurvivesReopen(t *testing.T) {
 		t.Fatalf("new store: GetOffset(-2) = %d, want -2 (restore from the start)", off)
 	}
 	restore(t, st, 40, "a", "1", "b", "2", "c", "3")
+	if n := f.stores.Restored(); n != 3 {
+		t.Errorf("Restored() = %d after restoring 3 records, want 3", n)
+	}
 	mustClose(t, st)
 	mustClose(t, st)
 

@@ -118,6 +118,28 @@ type Stats struct {
 	Statuses, Late, Unknown atomic.Int64
 	// Finals published; Forgotten users erased.
 	Finals, Forgotten atomic.Int64
+	// finals counts the finals published by outcome (Outcome reads it).
+	finals [outcomes]atomic.Int64
+}
+
+// outcomes bounds the Outcome values counted by Stats.Outcome; a larger
+// one (a newer contract) is counted as OUTCOME_UNSPECIFIED.
+const outcomes = 16
+
+// Outcome is how many final results with outcome o were published.
+func (s *Stats) Outcome(o pb.Outcome) int64 {
+	if o < 0 || o >= outcomes {
+		return 0
+	}
+	return s.finals[o].Load()
+}
+
+func (s *Stats) final(o pb.Outcome) {
+	if o < 0 || o >= outcomes {
+		o = pb.Outcome_OUTCOME_UNSPECIFIED
+	}
+	s.Finals.Add(1)
+	s.finals[o].Add(1)
 }
 
 // Dialer holds the dialer's callbacks.
@@ -136,6 +158,9 @@ func New(cfg Config) (*Dialer, error) {
 	dlq := &deadletter.Writer{Topic: cfg.Topics.DialerDLQ, Group: cfg.Topics.Dialer, Clock: cfg.Clock, Logger: cfg.Logger}
 	return &Dialer{cfg: cfg, dlq: dlq}, nil
 }
+
+// DeadLetters counts the records sent to the dead-letter topic, per reason.
+func (d *Dialer) DeadLetters() map[string]int64 { return d.dlq.Counts() }
 
 // Graph is the dialer's group graph.
 func (d *Dialer) Graph() *goka.GroupGraph {

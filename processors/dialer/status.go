@@ -133,7 +133,7 @@ func (d *Dialer) apply(ctx goka.Context, st *pb.DialerState, r *pb.DialRecord, s
 	res := d.result(ctx, r, s, o)
 	ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
 	if res.GetFinal() {
-		d.Stats.Finals.Add(1)
+		d.Stats.final(o)
 		if d.cfg.OnFinal != nil {
 			d.cfg.OnFinal(ctx, res)
 		}

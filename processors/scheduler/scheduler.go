@@ -75,8 +75,18 @@ type Config struct {
 	// fires at its requested time. nil: policy.Default() (08:00 to 21:00
 	// in the user's local time, every day).
 	Policy func() *policy.Policy
-	Logger *slog.Logger
+	// Lateness, if set, observes each fired follow-up's lateness in
+	// seconds: from its due time to the callback that publishes its call
+	// (the call's fired_at). Called concurrently from every partition
+	// goroutine, once per fire, so it must be cheap (a Prometheus
+	// histogram is).
+	Lateness Observer
+	Logger   *slog.Logger
 }
+
+// Observer takes one observation (prometheus.Observer is one). It is
+// called concurrently.
+type Observer interface{ Observe(float64) }
 
 func (c *Config) setDefaults() {
 	if c.Clock == nil {
@@ -130,9 +140,9 @@ func (c Config) Validate() error {
 // Stats counts what the scheduler did since it started.
 type Stats struct {
 	Commands, Scheduled, Cancelled, Rescheduled, Fired, Republished, Invalid, Forwarded, Forgotten atomic.Int64
-	// Replays counts replayed ticks; ReplayScans those that had to scan the
-	// partition.
-	Replays, ReplayScans atomic.Int64
+	// Ticks counts the ticks processed; Replays the replayed ones, and
+	// ReplayScans those that had to scan the partition.
+	Ticks, Replays, ReplayScans atomic.Int64
 	// Unreadable counts due follow-ups dead-lettered because their user's
 	// stored value does not decode.
 	Unreadable atomic.Int64

@@ -37,6 +37,7 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 		s.rejectRecord(ctx, msg, reject(deadletter.ReasonUndecodable, "tick: %v", undecodable(msg)))
 	}
 	part := ctx.Partition()
+	s.Stats.Ticks.Add(1)
 	defer s.punct.Ticked(part)
 	idx := s.punct.Index(part)
 	if idx == nil {
@@ -193,6 +194,9 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, 
 		}
 		ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, CallID(p.User, t), firedAt))
 		calls++
+		if s.cfg.Lateness != nil && !replay {
+			s.cfg.Lateness.Observe(float64(now.UnixNano()-p.Due) / 1e9)
+		}
 		if t.GetRepeat() != nil { // its user's callback schedules the next occurrence
 			ctx.Loopback(p.User, &pb.Wake{Kind: pb.Wake_KIND_RECUR, TaskId: p.Task, DueAt: t.GetDueAt()})
 		}
