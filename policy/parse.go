@@ -227,7 +227,7 @@ func (ps *parser) document(root *yaml.Node) (Rules, map[string]Rules) {
 func (ps *parser) rules(path string, n *yaml.Node) Rules {
 	var r Rules
 	ps.fields(path, n, "a mapping of rules (open_hours, blackouts, cap, spread, retry)", map[string]func(string, *yaml.Node){
-		"retry": func(path string, v *yaml.Node) { r.Retry = ps.retry(path, v) },
+		"retry":      func(path string, v *yaml.Node) { r.Retry = ps.retry(path, v) },
 		"open_hours": func(path string, v *yaml.Node) { r.OpenHours = ps.openHours(path, v) },
 		"blackouts":  func(path string, v *yaml.Node) { r.Blackouts = ps.blackouts(path, v) },
 		"cap":        func(path string, v *yaml.Node) { r.Cap = ps.cap(path, v) },

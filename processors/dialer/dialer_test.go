@@ -60,10 +60,10 @@ func (r *recorder) seen() []string {
 }
 
 type harness struct {
-	tt      *tester.Tester
-	d       *Dialer
-	p       *placement.Placer
-	topics  topology.Topics
+	tt       *tester.Tester
+	d        *Dialer
+	p        *placement.Placer
+	topics   topology.Topics
 	results  *tester.QueueTracker
 	commands *tester.QueueTracker
 	finals   []*pb.CallResult
