@@ -200,7 +200,8 @@ const (
 	ScheduleEvent_KIND_RETRY ScheduleEvent_Kind = 8
 	// The follow-up's final outcome, reported once for a follow-up whose
 	// campaign has retries (or that was retried), the last call in call_id:
-	// a call of it was answered.
+	// a call of it was answered (reason "answered"), or placed by a
+	// provider that reports nothing after (reason "placed").
 	ScheduleEvent_KIND_ANSWERED ScheduleEvent_Kind = 9
 	// Final: no call was answered and the retry rules allow no more attempts
 	// (reason: "max_attempts", "not_retried" for an outcome they do not
