@@ -74,8 +74,8 @@ type Config struct {
 	// call id (again only when a crash replays the status that made it
 	// final), inside the loop callback of the call's user: on the
 	// partition's goroutine, with that callback's context, so what it emits
-	// or writes is committed together with the outcome. It is where retries
-	// driven by the outcome start.
+	// or writes is committed together with the outcome. (The outcome goes
+	// to the scheduler's retries before it, see Policy.)
 	OnFinal func(ctx goka.Context, result *pb.CallResult)
 	// Policy returns the calling policy in force (nil func, or nil policy:
 	// none). While it retries any outcome, each call's final outcome is
