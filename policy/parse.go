@@ -666,7 +666,7 @@ func (ps *parser) backoff(path string, n *yaml.Node) (Backoff, bool) {
 			} else {
 				err = errors.New("not a number")
 			}
-			if err != nil || f < 0 || f > MaxJitter {
+			if err != nil || !(f >= 0 && f <= MaxJitter) { // NaN too
 				ps.fail(path, v, "%s is not a jitter; accepted: a fraction from 0 to %g of the delay", describe(v), MaxJitter)
 				return
 			}

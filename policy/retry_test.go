@@ -160,6 +160,7 @@ func TestRetryParseErrors(t *testing.T) {
 		{"default: {retry: {busy: {delay: 0s}}}", "default.retry.busy.delay (line 1): 0s is out of range; accepted: 1s to 30d"},
 		{"default: {retry: {busy: {delay: 1h, max_delay: 10m}}}", "default.retry.busy.max_delay (line 1): 10m is shorter than delay 1h"},
 		{"default: {retry: {busy: {delay: 1h, jitter: 1.5}}}", `default.retry.busy.jitter (line 1): "1.5" is not a jitter; accepted: a fraction from 0 to 0.9 of the delay`},
+		{"default: {retry: {busy: {delay: 1h, jitter: .nan}}}", `default.retry.busy.jitter (line 1): ".nan" is not a jitter`},
 		{"default: {retry: {busy: {delay: 1h}, max_attempts: 0}}", `default.retry.max_attempts (line 1): "0" is not a number of attempts; accepted: a whole number from 1 to 100`},
 		{"default: {retry: {busy: {delay: 1h}, max_age: 400d}}", "default.retry.max_age (line 1): 400d is out of range; accepted: longer than 0 and at most 366d"},
 		{"default: {retry: always}", `default.retry (line 1): must be "none" or a mapping of the outcomes retried`},
