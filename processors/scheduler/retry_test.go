@@ -284,3 +284,26 @@ func TestCallEndedIsValidated(t *testing.T) {
 		}
 	}
 }
+
+// The outcome of an attempt the user's value still lists as pending after
+// its partition's mark (the tick's mark write was lost in a crash, and the
+// call went on): the attempt is recorded as fired with its outcome, the
+// retry scheduled, and the replayed tick does not call the attempt again.
+func TestOutcomeOfAnAttemptTheMarkDoesNotCover(t *testing.T) {
+	h, _ := newPolicyHarness(t, retryPolicy, t0)
+	h.onboard("u1", delay("a", time.Minute))
+	task := h.task("u1", "a")
+	h.clk.Set(t0.Add(2 * time.Minute))
+	h.ended(&pb.IVRCall{UserId: "u1", TaskId: "a", CallId: CallID("u1", task), Attempt: 1}, pb.Outcome_OUTCOME_NO_ANSWER)
+	h.expectKinds("RETRY(no-answer)")
+	st := h.state("u1")
+	if len(st.GetFired()) != 1 || st.GetFired()[0].GetTask().GetOutcome() != pb.Outcome_OUTCOME_NO_ANSWER || len(st.GetPending()) != 1 || st.GetPending()[0].GetAttempt() != 2 {
+		t.Fatalf("value %v", st)
+	}
+	h.tickAt(2 * time.Minute)
+	h.expectCalls()
+	h.tickAt(12 * time.Minute)
+	if c := h.expectCalls("a")[0]; c.GetAttempt() != 2 {
+		t.Fatalf("attempt %d", c.GetAttempt())
+	}
+}
