@@ -24,9 +24,8 @@ import (
 const HeaderForwarded = "ivrsched-forwarded-from"
 
 // onCommand applies an onboard, cancel, reschedule, forget or call-ended
-// command. Invalid
-// commands go to the dead-letter topic; a valid command that arrived on
-// another partition than its user's is forwarded there.
+// command. Invalid commands go to the dead-letter topic; a valid command
+// that arrived on another partition than its user's is forwarded there.
 func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 	s.Stats.Commands.Add(1)
 	cmd, ok := msg.(*pb.Command)
