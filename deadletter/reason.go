@@ -45,6 +45,9 @@ const (
 	// follow-up's due time (windows of the user's zones that never overlap,
 	// or blackouts over all of them).
 	ReasonNoOpening Reason = "no_opening"
+	// A CallEnded without an attempt number or with an outcome that is not
+	// final.
+	ReasonInvalidCallEnded Reason = "invalid_call_ended"
 )
 
 // Reasons lists every reason, in the order above: the closed set of the

@@ -45,6 +45,7 @@ type rulesJSON struct {
 	Blackouts *[]blackoutJSON `json:"blackouts,omitempty"`
 	Cap       any             `json:"cap,omitempty"` // "none" or capJSON
 	Spread    string          `json:"spread,omitempty"`
+	Retry     any             `json:"retry,omitempty"` // "none" or a map
 }
 
 type openHoursJSON struct {
@@ -67,6 +68,11 @@ type capJSON struct {
 
 func (p *Policy) encode() ([]byte, error) {
 	doc := docJSON{Default: rulesToJSON(p.Default)}
+	if !p.Default.Retry.Enabled() {
+		// A policy without retries keeps the version it had before retry
+		// rules existed.
+		doc.Default.Retry = nil
+	}
 	if len(p.Campaigns) > 0 {
 		doc.Campaigns = make(map[string]rulesJSON, len(p.Campaigns))
 		for name, r := range p.Campaigns {
@@ -102,5 +108,20 @@ func rulesToJSON(r Rules) rulesJSON {
 	if r.Spread != nil {
 		out.Spread = formatDuration(*r.Spread)
 	}
+	if r.Retry != nil {
+		out.Retry = retryToJSON(r.Retry)
+	}
 	return out
+}
+
+// retryToJSON writes retry rules: "none", or a map (json sorts its keys).
+func retryToJSON(r *Retry) any {
+	if !r.Enabled() {
+		return "none"
+	}
+	m := map[string]any{"max_attempts": r.MaxAttempts, "max_age": formatDuration(r.MaxAge)}
+	for o, b := range r.Outcomes {
+		m[o] = map[string]any{"delay": formatDuration(b.Delay), "max_delay": formatDuration(b.MaxDelay), "jitter": b.Jitter}
+	}
+	return m
 }

@@ -71,6 +71,11 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 //	      regions: [US, DE]       # omitted: everywhere
 //	  cap: {calls: 2, per: 24h}   # omitted or "none": no cap
 //	  spread: 10m
+//	  retry:                      # omitted or "none": no retries
+//	    max_attempts: 3           # the first included
+//	    max_age: 1d               # from the first attempt's requested time
+//	    no-answer: {delay: 10m, max_delay: 2h, jitter: 0.2}
+//	    busy: {delay: 5m}
 //	campaigns:
 //	  reminder:
 //	    open_hours: [{days: [mon, tue, wed, thu, fri], from: "09:00", to: "20:00"}]
@@ -221,7 +226,8 @@ func (ps *parser) document(root *yaml.Node) (Rules, map[string]Rules) {
 
 func (ps *parser) rules(path string, n *yaml.Node) Rules {
 	var r Rules
-	ps.fields(path, n, "a mapping of rules (open_hours, blackouts, cap, spread)", map[string]func(string, *yaml.Node){
+	ps.fields(path, n, "a mapping of rules (open_hours, blackouts, cap, spread, retry)", map[string]func(string, *yaml.Node){
+		"retry":      func(path string, v *yaml.Node) { r.Retry = ps.retry(path, v) },
 		"open_hours": func(path string, v *yaml.Node) { r.OpenHours = ps.openHours(path, v) },
 		"blackouts":  func(path string, v *yaml.Node) { r.Blackouts = ps.blackouts(path, v) },
 		"cap":        func(path string, v *yaml.Node) { r.Cap = ps.cap(path, v) },
@@ -574,4 +580,112 @@ func formatDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+const backoffForm = `{delay: DURATION, max_delay: DURATION, jitter: 0 to 0.9}`
+
+// retry reads the retry rules: "none", or the outcomes retried with their
+// backoff, max_attempts and max_age.
+func (ps *parser) retry(path string, n *yaml.Node) *Retry {
+	n = deref(n)
+	if n != nil && n.Kind == yaml.ScalarNode && n.Value == "none" {
+		return &Retry{}
+	}
+	r := &Retry{Outcomes: map[string]Backoff{}, MaxAttempts: DefaultMaxAttempts, MaxAge: DefaultMaxAge}
+	handlers := map[string]func(string, *yaml.Node){
+		"max_attempts": func(path string, v *yaml.Node) {
+			v = deref(v)
+			k, err := 0, error(nil)
+			if v != nil && v.Kind == yaml.ScalarNode && v.Tag == "!!int" {
+				k, err = strconv.Atoi(v.Value)
+			} else {
+				err = errors.New("not a whole number")
+			}
+			if err != nil || k < 1 || k > MaxAttempts {
+				ps.fail(path, v, "%s is not a number of attempts; accepted: a whole number from 1 to %d, the first attempt included", describe(v), MaxAttempts)
+				return
+			}
+			r.MaxAttempts = k
+		},
+		"max_age": func(path string, v *yaml.Node) {
+			d, ok := ps.duration(path, v)
+			switch {
+			case !ok:
+			case d <= 0 || d > MaxRetryAge:
+				ps.fail(path, v, "%s is out of range; accepted: longer than 0 and at most %s", formatDuration(d), formatDuration(MaxRetryAge))
+			default:
+				r.MaxAge = d
+			}
+		},
+	}
+	for _, o := range RetriedOutcomes {
+		handlers[o] = func(path string, v *yaml.Node) {
+			if b, ok := ps.backoff(path, v); ok {
+				r.Outcomes[o] = b
+			}
+		}
+	}
+	if !ps.fields(path, n, `"none" or a mapping of the outcomes retried (busy, no-answer, failed, machine) with max_attempts and max_age`, handlers) {
+		return nil
+	}
+	if len(r.Outcomes) == 0 && !ps.reported(path) {
+		ps.fail(path, n, "retries no outcome; list at least one of %s with %s, or write none", strings.Join(RetriedOutcomes, ", "), backoffForm)
+	}
+	return r
+}
+
+func (ps *parser) backoff(path string, n *yaml.Node) (Backoff, bool) {
+	b := Backoff{MaxDelay: DefaultMaxDelay, Jitter: DefaultJitter}
+	var haveDelay, haveMax bool
+	good := ps.fields(path, n, "a mapping "+backoffForm, map[string]func(string, *yaml.Node){
+		"delay": func(path string, v *yaml.Node) {
+			d, ok := ps.duration(path, v)
+			switch {
+			case !ok:
+			case d < time.Second || d > MaxRetryDelay:
+				ps.fail(path, v, "%s is out of range; accepted: 1s to %s", formatDuration(d), formatDuration(MaxRetryDelay))
+			default:
+				b.Delay, haveDelay = d, true
+			}
+		},
+		"max_delay": func(path string, v *yaml.Node) {
+			d, ok := ps.duration(path, v)
+			switch {
+			case !ok:
+			case d < time.Second || d > MaxRetryDelay:
+				ps.fail(path, v, "%s is out of range; accepted: 1s to %s", formatDuration(d), formatDuration(MaxRetryDelay))
+			default:
+				b.MaxDelay, haveMax = d, true
+			}
+		},
+		"jitter": func(path string, v *yaml.Node) {
+			v = deref(v)
+			f, err := 0.0, error(nil)
+			if v != nil && v.Kind == yaml.ScalarNode && (v.Tag == "!!float" || v.Tag == "!!int") {
+				f, err = strconv.ParseFloat(v.Value, 64)
+			} else {
+				err = errors.New("not a number")
+			}
+			if err != nil || !(f >= 0 && f <= MaxJitter) { // NaN too
+				ps.fail(path, v, "%s is not a jitter; accepted: a fraction from 0 to %g of the delay", describe(v), MaxJitter)
+				return
+			}
+			b.Jitter = f
+		},
+	})
+	if !good {
+		return b, false
+	}
+	ps.required(path, n, "delay", haveDelay)
+	if !haveDelay {
+		return b, false
+	}
+	switch {
+	case !haveMax:
+		b.MaxDelay = max(b.MaxDelay, b.Delay)
+	case b.MaxDelay < b.Delay:
+		ps.fail(join(path, "max_delay"), n, "%s is shorter than delay %s", formatDuration(b.MaxDelay), formatDuration(b.Delay))
+		return b, false
+	}
+	return b, true
 }

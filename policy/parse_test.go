@@ -35,6 +35,7 @@ func TestParseIssueExample(t *testing.T) {
 		Blackouts: []Blackout{{Name: "new-year", From: wallclock.Date{Year: 2027, Month: 1, Day: 1}, To: wallclock.Date{Year: 2027, Month: 1, Day: 1}, Regions: []string{"DE", "US"}}},
 		Cap:       &Cap{Calls: 2, Per: 24 * time.Hour},
 		Spread:    &spread,
+		Retry:     &Retry{},
 	}
 	if !reflect.DeepEqual(p.Default, want) {
 		t.Errorf("default:\n got %+v\nwant %+v", p.Default, want)
@@ -148,7 +149,7 @@ func TestParseErrors(t *testing.T) {
 		want      []string // each must appear in the error
 	}{
 		{"unknown top-level field", "defaults: {}\n", []string{"defaults (line 1): unknown field; the document accepts campaigns, default"}},
-		{"unknown rule field", "default: {open_hour: []}\n", []string{"default.open_hour (line 1): unknown field; default accepts blackouts, cap, open_hours, spread"}},
+		{"unknown rule field", "default: {open_hour: []}\n", []string{"default.open_hour (line 1): unknown field; default accepts blackouts, cap, open_hours, retry, spread"}},
 		{"unknown field in a campaign's window", "campaigns:\n  reminder:\n    open_hours: [{days: [mon], from: \"09:00\", to: \"10:00\", tz: UTC}]\n",
 			[]string{"campaigns.reminder.open_hours[0].tz (line 3): unknown field; campaigns.reminder.open_hours[0] accepts days, from, to"}},
 		{"time without leading zero", "default: {open_hours: [{days: [mon], from: \"8:00\", to: \"21:00\"}]}\n",

@@ -48,6 +48,7 @@ type Policy struct {
 	compiled map[string]*compiled // by campaign; "" is the default
 	capCalls int                  // the most calls any cap counts
 	capPer   time.Duration        // the longest period any cap counts in
+	retries  bool                 // some rules retry
 }
 
 // Rules are the rules of the default or of one campaign. In a campaign
@@ -65,6 +66,10 @@ type Rules struct {
 	// Spread: a call deferred to the opening of a window is placed up to
 	// this long after it, by a hash of its call id. Zero: at the opening.
 	Spread *time.Duration
+	// Retry: when a follow-up whose call ended unanswered is called again.
+	// A Retry with no outcome retries nothing (the document's `retry:
+	// none`).
+	Retry *Retry
 }
 
 // OpenHours is one weekly rule: on each of Days, from From to To, in the
@@ -100,7 +105,7 @@ type Cap struct {
 
 // DefaultRules are the rules when a document (or the whole policy) leaves
 // them out: open 08:00 to 21:00 local time every day, no blackouts, no cap,
-// no spread.
+// no spread, no retries.
 func DefaultRules() Rules {
 	var spread time.Duration
 	return Rules{
@@ -108,6 +113,7 @@ func DefaultRules() Rules {
 		Blackouts: []Blackout{},
 		Cap:       &Cap{},
 		Spread:    &spread,
+		Retry:     &Retry{},
 	}
 }
 
@@ -169,7 +175,22 @@ func merge(def, o Rules) Rules {
 	if o.Spread != nil {
 		def.Spread = o.Spread
 	}
+	if o.Retry != nil {
+		def.Retry = o.Retry
+	}
 	return def
+}
+
+// RetryFor returns the retry rules of a campaign (never nil; one that
+// retries nothing when retries are off).
+func (p *Policy) RetryFor(campaign string) *Retry {
+	return p.rulesFor(campaign).rules.Retry
+}
+
+// Retries reports whether the default or any campaign retries an outcome:
+// the dialer reports calls' outcomes to the scheduler only then.
+func (p *Policy) Retries() bool {
+	return p != nil && p.retries
 }
 
 // build makes a policy from validated rules: it fills the default's unset
@@ -185,6 +206,7 @@ func build(def Rules, campaigns map[string]Rules) (*Policy, error) {
 		if c.cap.Calls > 0 {
 			p.capCalls, p.capPer = max(p.capCalls, c.cap.Calls), max(p.capPer, c.cap.Per)
 		}
+		p.retries = p.retries || c.rules.Retry.Enabled()
 	}
 	enc, err := p.encode()
 	if err != nil {

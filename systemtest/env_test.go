@@ -216,6 +216,9 @@ type provider struct {
 	reqs    []request
 	tooMany []time.Time // when requests got 429
 	news    chan struct{}
+	// answer, if set, is the body of the answer to a call (default: answered,
+	// final); it is given the requests taken before this one.
+	answer func(c *pb.IVRCall, before []request) string
 }
 
 func newProvider(t *testing.T) *provider { return newPacedProvider(t, 0, 0, 0) }
@@ -244,6 +247,10 @@ func newPacedProvider(t *testing.T, latency time.Duration, cps float64, burst in
 			return
 		}
 		p.mu.Lock()
+		answer := `{"outcome":"answered"}`
+		if p.answer != nil {
+			answer = p.answer(c, p.reqs)
+		}
 		p.reqs = append(p.reqs, request{call: c, at: at, key: r.Header.Get("Idempotency-Key")})
 		p.mu.Unlock()
 		select {
@@ -255,7 +262,7 @@ func newPacedProvider(t *testing.T, latency time.Duration, cps float64, burst in
 		case <-r.Context().Done():
 			return
 		}
-		fmt.Fprint(w, `{"outcome":"answered"}`)
+		fmt.Fprint(w, answer)
 	}))
 	t.Cleanup(p.srv.Close)
 	return p

@@ -160,7 +160,7 @@ func (x Wake_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Wake_Kind.Descriptor instead.
 func (Wake_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{14, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{15, 0}
 }
 
 type ScheduleEvent_Kind int32
@@ -168,7 +168,11 @@ type ScheduleEvent_Kind int32
 const (
 	ScheduleEvent_KIND_UNSPECIFIED ScheduleEvent_Kind = 0
 	// A pending follow-up was cancelled; due_at is when it was due. A
-	// cancel of all follow-ups reports each.
+	// cancel of all follow-ups reports each. It is also a retried
+	// follow-up's final outcome: its pending retry was cancelled, or its
+	// user forgotten (detail "forgotten"), or a Cancel came while an
+	// attempt was being placed and that attempt ended unanswered (call_id
+	// set).
 	ScheduleEvent_KIND_CANCELLED ScheduleEvent_Kind = 1
 	// A pending follow-up was moved; due_at is its new due time (before
 	// the calling policy, which reports KIND_DEFERRED when it moves it).
@@ -188,11 +192,30 @@ const (
 	// Reported when a command schedules it, and again when a policy change
 	// moves it while pending.
 	ScheduleEvent_KIND_DEFERRED ScheduleEvent_Kind = 7
+	// The calling policy's retry rules scheduled another attempt of the
+	// follow-up after its call ended without an answer: call_id is the call
+	// that ended, reason its outcome (busy, no-answer, failed, machine),
+	// requested_at when the retry asked to be called, due_at when it will be
+	// (the calling policy may defer it; KIND_DEFERRED then follows).
+	ScheduleEvent_KIND_RETRY ScheduleEvent_Kind = 8
+	// The follow-up's final outcome, reported once for a follow-up whose
+	// campaign has retries (or that was retried), the last call in call_id:
+	// a call of it was answered (reason "answered"), or placed by a
+	// provider that reports nothing after (reason "placed").
+	ScheduleEvent_KIND_ANSWERED ScheduleEvent_Kind = 9
+	// Final: no call was answered and the retry rules allow no more attempts
+	// (reason: "max_attempts", "not_retried" for an outcome they do not
+	// retry, "retry_off" when the policy no longer retries, "superseded"
+	// when the task id is pending again, "no_opening").
+	ScheduleEvent_KIND_EXHAUSTED ScheduleEvent_Kind = 10
+	// Final: the next attempt would be placed later than the retry rules'
+	// max_age after the first attempt was requested (reason "max_age").
+	ScheduleEvent_KIND_TOO_OLD ScheduleEvent_Kind = 11
 	// A deferred follow-up moved earlier because the calling policy in
 	// force now allows a call before its effective time (a window widened,
 	// a blackout removed): requested_at as asked, due_at the new effective
 	// time, reason why it still waits ("" if it now fires as asked).
-	// (Kinds 8 to 19 are reserved for retries and the admin commands.)
+	// (Kinds 12 to 19 are reserved for the admin commands.)
 	ScheduleEvent_KIND_ADVANCED ScheduleEvent_Kind = 20
 )
 
@@ -207,6 +230,10 @@ var (
 		5:  "KIND_FORGOTTEN",
 		6:  "KIND_EXPIRED",
 		7:  "KIND_DEFERRED",
+		8:  "KIND_RETRY",
+		9:  "KIND_ANSWERED",
+		10: "KIND_EXHAUSTED",
+		11: "KIND_TOO_OLD",
 		20: "KIND_ADVANCED",
 	}
 	ScheduleEvent_Kind_value = map[string]int32{
@@ -218,6 +245,10 @@ var (
 		"KIND_FORGOTTEN":    5,
 		"KIND_EXPIRED":      6,
 		"KIND_DEFERRED":     7,
+		"KIND_RETRY":        8,
+		"KIND_ANSWERED":     9,
+		"KIND_EXHAUSTED":    10,
+		"KIND_TOO_OLD":      11,
 		"KIND_ADVANCED":     20,
 	}
 )
@@ -246,13 +277,13 @@ func (x ScheduleEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScheduleEvent_Kind.Descriptor instead.
 func (ScheduleEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{17, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{18, 0}
 }
 
 // Command is the scheduler's input on the `onboarding` topic. The Kafka key is
 // the user id. Every command of one user travels on this one topic, so their
 // order holds.
-// Next ID: 7
+// Next ID: 8
 type Command struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -262,6 +293,7 @@ type Command struct {
 	//	*Command_Cancel
 	//	*Command_Reschedule
 	//	*Command_Forget
+	//	*Command_CallEnded
 	Command isCommand_Command `protobuf_oneof:"command"`
 	// When the producer issued the command. Relative delays count from here
 	// (for Onboard: from onboarded_at when that is set). Unset: the Kafka
@@ -351,6 +383,15 @@ func (x *Command) GetForget() *Forget {
 	return nil
 }
 
+func (x *Command) GetCallEnded() *CallEnded {
+	if x != nil {
+		if x, ok := x.Command.(*Command_CallEnded); ok {
+			return x.CallEnded
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetRequestedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RequestedAt
@@ -378,6 +419,10 @@ type Command_Forget struct {
 	Forget *Forget `protobuf:"bytes,6,opt,name=forget,proto3,oneof"`
 }
 
+type Command_CallEnded struct {
+	CallEnded *CallEnded `protobuf:"bytes,7,opt,name=call_ended,json=callEnded,proto3,oneof"`
+}
+
 func (*Command_Onboard) isCommand_Command() {}
 
 func (*Command_Cancel) isCommand_Command() {}
@@ -385,6 +430,8 @@ func (*Command_Cancel) isCommand_Command() {}
 func (*Command_Reschedule) isCommand_Command() {}
 
 func (*Command_Forget) isCommand_Command() {}
+
+func (*Command_CallEnded) isCommand_Command() {}
 
 // Onboard registers (or updates) a user and schedules follow-ups. Follow-ups
 // are upserted by task id: a task id that is already pending is replaced.
@@ -820,6 +867,93 @@ func (*Forget) Descriptor() ([]byte, []int) {
 	return file_ivrsched_proto_rawDescGZIP(), []int{6}
 }
 
+// CallEnded reports a call's final outcome to the scheduler, so that the
+// calling policy's retry rules can call again (a new attempt of the same
+// follow-up, with its own call id) or report the follow-up's final outcome
+// on followup-events. The dialer sends it, keyed by user id, for the calls
+// it ends while the calling policy retries anything; requested_at is when
+// the outcome reached the dialer, and the retry's delay counts from it. A
+// report of a call whose outcome the user's value already holds changes
+// nothing (a replay).
+// Next ID: 6
+type CallEnded struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	CallId string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The attempt that ended, from 1.
+	Attempt uint32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// A final outcome: answered, no answer, busy, failed, canceled, machine.
+	Outcome       Outcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=ivrsched.v1.Outcome" json:"outcome,omitempty"`
+	Detail        string  `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallEnded) Reset() {
+	*x = CallEnded{}
+	mi := &file_ivrsched_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallEnded) ProtoMessage() {}
+
+func (x *CallEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallEnded.ProtoReflect.Descriptor instead.
+func (*CallEnded) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CallEnded) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CallEnded) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallEnded) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *CallEnded) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *CallEnded) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // Reschedule moves one pending follow-up to a new due time.
 // Next ID: 4
 type Reschedule struct {
@@ -836,7 +970,7 @@ type Reschedule struct {
 
 func (x *Reschedule) Reset() {
 	*x = Reschedule{}
-	mi := &file_ivrsched_proto_msgTypes[7]
+	mi := &file_ivrsched_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +982,7 @@ func (x *Reschedule) String() string {
 func (*Reschedule) ProtoMessage() {}
 
 func (x *Reschedule) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[7]
+	mi := &file_ivrsched_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +995,7 @@ func (x *Reschedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reschedule.ProtoReflect.Descriptor instead.
 func (*Reschedule) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{7}
+	return file_ivrsched_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Reschedule) GetTaskId() string {
@@ -949,7 +1083,7 @@ type UserState struct {
 
 func (x *UserState) Reset() {
 	*x = UserState{}
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1095,7 @@ func (x *UserState) String() string {
 func (*UserState) ProtoMessage() {}
 
 func (x *UserState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1108,7 @@ func (x *UserState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserState.ProtoReflect.Descriptor instead.
 func (*UserState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{8}
+	return file_ivrsched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UserState) GetUserId() string {
@@ -1061,7 +1195,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1207,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1220,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{9}
+	return file_ivrsched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Position) GetDueAt() *timestamppb.Timestamp {
@@ -1137,7 +1271,7 @@ type FiredThrough struct {
 
 func (x *FiredThrough) Reset() {
 	*x = FiredThrough{}
-	mi := &file_ivrsched_proto_msgTypes[10]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1283,7 @@ func (x *FiredThrough) String() string {
 func (*FiredThrough) ProtoMessage() {}
 
 func (x *FiredThrough) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[10]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1296,7 @@ func (x *FiredThrough) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiredThrough.ProtoReflect.Descriptor instead.
 func (*FiredThrough) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{10}
+	return file_ivrsched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FiredThrough) GetThrough() *Position {
@@ -1208,7 +1342,7 @@ func (x *FiredThrough) GetSweptPolicy() string {
 }
 
 // Task is a pending follow-up.
-// Next ID: 14
+// Next ID: 17
 type Task struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -1241,16 +1375,26 @@ type Task struct {
 	// Set for a recurring follow-up: this is its occurrence-th occurrence
 	// (from 1), of a series whose first occurrence was requested at
 	// series_start.
-	Repeat        *Repeat                `protobuf:"bytes,11,opt,name=repeat,proto3" json:"repeat,omitempty"`
-	Occurrence    uint32                 `protobuf:"varint,12,opt,name=occurrence,proto3" json:"occurrence,omitempty"`
-	SeriesStart   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=series_start,json=seriesStart,proto3" json:"series_start,omitempty"`
+	Repeat      *Repeat                `protobuf:"bytes,11,opt,name=repeat,proto3" json:"repeat,omitempty"`
+	Occurrence  uint32                 `protobuf:"varint,12,opt,name=occurrence,proto3" json:"occurrence,omitempty"`
+	SeriesStart *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=series_start,json=seriesStart,proto3" json:"series_start,omitempty"`
+	// In the fired history: the attempt's final outcome, once the dialer
+	// reported it (CallEnded); a second report is a replay and changes
+	// nothing.
+	Outcome Outcome `protobuf:"varint,14,opt,name=outcome,proto3,enum=ivrsched.v1.Outcome" json:"outcome,omitempty"`
+	// A retry (attempt 2 and later): the first attempt's requested time, from
+	// which the retry policy's max_age counts. Unset: requested_at.
+	FirstRequestedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=first_requested_at,json=firstRequestedAt,proto3" json:"first_requested_at,omitempty"`
+	// In the fired history: a Cancel of the task came while this attempt was
+	// being placed, so its outcome starts no retry.
+	Cancelled     bool `protobuf:"varint,16,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1406,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1419,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{11}
+	return file_ivrsched_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Task) GetTaskId() string {
@@ -1369,6 +1513,27 @@ func (x *Task) GetSeriesStart() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Task) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *Task) GetFirstRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstRequestedAt
+	}
+	return nil
+}
+
+func (x *Task) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
+}
+
 // FiredTask records a follow-up that fired.
 // Next ID: 5
 type FiredTask struct {
@@ -1384,7 +1549,7 @@ type FiredTask struct {
 
 func (x *FiredTask) Reset() {
 	*x = FiredTask{}
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1561,7 @@ func (x *FiredTask) String() string {
 func (*FiredTask) ProtoMessage() {}
 
 func (x *FiredTask) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1574,7 @@ func (x *FiredTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiredTask.ProtoReflect.Descriptor instead.
 func (*FiredTask) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{12}
+	return file_ivrsched_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FiredTask) GetTask() *Task {
@@ -1450,7 +1615,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1627,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1640,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{13}
+	return file_ivrsched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Tick) GetPartition() int32 {
@@ -1516,7 +1681,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1693,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1706,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{14}
+	return file_ivrsched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Wake) GetKind() Wake_Kind {
@@ -1595,7 +1760,7 @@ type IVRCall struct {
 
 func (x *IVRCall) Reset() {
 	*x = IVRCall{}
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1772,7 @@ func (x *IVRCall) String() string {
 func (*IVRCall) ProtoMessage() {}
 
 func (x *IVRCall) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1785,7 @@ func (x *IVRCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IVRCall.ProtoReflect.Descriptor instead.
 func (*IVRCall) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{15}
+	return file_ivrsched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *IVRCall) GetCallId() string {
@@ -1726,7 +1891,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1903,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1916,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{16}
+	return file_ivrsched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CallResult) GetCallId() string {
@@ -1840,7 +2005,7 @@ type ScheduleEvent struct {
 
 func (x *ScheduleEvent) Reset() {
 	*x = ScheduleEvent{}
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2017,7 @@ func (x *ScheduleEvent) String() string {
 func (*ScheduleEvent) ProtoMessage() {}
 
 func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2030,7 @@ func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleEvent) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{17}
+	return file_ivrsched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ScheduleEvent) GetUserId() string {
@@ -1957,7 +2122,7 @@ type DialerState struct {
 
 func (x *DialerState) Reset() {
 	*x = DialerState{}
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2134,7 @@ func (x *DialerState) String() string {
 func (*DialerState) ProtoMessage() {}
 
 func (x *DialerState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2147,7 @@ func (x *DialerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialerState.ProtoReflect.Descriptor instead.
 func (*DialerState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{18}
+	return file_ivrsched_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DialerState) GetCalls() []*DialRecord {
@@ -2022,7 +2187,7 @@ type DialRecord struct {
 
 func (x *DialRecord) Reset() {
 	*x = DialRecord{}
-	mi := &file_ivrsched_proto_msgTypes[19]
+	mi := &file_ivrsched_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2199,7 @@ func (x *DialRecord) String() string {
 func (*DialRecord) ProtoMessage() {}
 
 func (x *DialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[19]
+	mi := &file_ivrsched_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2212,7 @@ func (x *DialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialRecord.ProtoReflect.Descriptor instead.
 func (*DialRecord) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{19}
+	return file_ivrsched_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DialRecord) GetCallId() string {
@@ -2138,7 +2303,7 @@ type CallStatus struct {
 
 func (x *CallStatus) Reset() {
 	*x = CallStatus{}
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2315,7 @@ func (x *CallStatus) String() string {
 func (*CallStatus) ProtoMessage() {}
 
 func (x *CallStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2328,7 @@ func (x *CallStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallStatus.ProtoReflect.Descriptor instead.
 func (*CallStatus) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{20}
+	return file_ivrsched_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CallStatus) GetCallId() string {
@@ -2254,7 +2419,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_ivrsched_proto_msgTypes[21]
+	mi := &file_ivrsched_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2431,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[21]
+	mi := &file_ivrsched_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2444,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{21}
+	return file_ivrsched_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeadLetter) GetReason() string {
@@ -2371,7 +2536,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_ivrsched_proto_msgTypes[22]
+	mi := &file_ivrsched_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2548,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[22]
+	mi := &file_ivrsched_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2561,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{22}
+	return file_ivrsched_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Header) GetKey() string {
@@ -2417,7 +2582,7 @@ var File_ivrsched_proto protoreflect.FileDescriptor
 
 const file_ivrsched_proto_rawDesc = "" +
 	"\n" +
-	"\x0eivrsched.proto\x12\vivrsched.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb7\x02\n" +
+	"\x0eivrsched.proto\x12\vivrsched.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x02\n" +
 	"\aCommand\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x120\n" +
 	"\aonboard\x18\x02 \x01(\v2\x14.ivrsched.v1.OnboardH\x00R\aonboard\x12-\n" +
@@ -2425,7 +2590,9 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\n" +
 	"reschedule\x18\x04 \x01(\v2\x17.ivrsched.v1.RescheduleH\x00R\n" +
 	"reschedule\x12-\n" +
-	"\x06forget\x18\x06 \x01(\v2\x13.ivrsched.v1.ForgetH\x00R\x06forget\x12=\n" +
+	"\x06forget\x18\x06 \x01(\v2\x13.ivrsched.v1.ForgetH\x00R\x06forget\x127\n" +
+	"\n" +
+	"call_ended\x18\a \x01(\v2\x16.ivrsched.v1.CallEndedH\x00R\tcallEnded\x12=\n" +
 	"\frequested_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAtB\t\n" +
 	"\acommand\"\xb1\x01\n" +
 	"\aOnboard\x12\x14\n" +
@@ -2454,7 +2621,13 @@ const file_ivrsched_proto_rawDesc = "" +
 	"campaignId\"!\n" +
 	"\x06Cancel\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\b\n" +
-	"\x06Forget\"\x95\x01\n" +
+	"\x06Forget\"\x9f\x01\n" +
+	"\tCallEnded\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12.\n" +
+	"\aoutcome\x18\x04 \x01(\x0e2\x14.ivrsched.v1.OutcomeR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"\x95\x01\n" +
 	"\n" +
 	"Reschedule\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
@@ -2488,7 +2661,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"checkpoint\x12\x1f\n" +
 	"\vtick_offset\x18\x05 \x01(\x03R\n" +
 	"tickOffset\x12!\n" +
-	"\fswept_policy\x18\x06 \x01(\tR\vsweptPolicy\"\xf1\x03\n" +
+	"\fswept_policy\x18\x06 \x01(\tR\vsweptPolicy\"\x89\x05\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x06due_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12+\n" +
@@ -2505,7 +2678,10 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\n" +
 	"occurrence\x18\f \x01(\rR\n" +
 	"occurrence\x12=\n" +
-	"\fseries_start\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vseriesStart\"\x88\x01\n" +
+	"\fseries_start\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vseriesStart\x12.\n" +
+	"\aoutcome\x18\x0e \x01(\x0e2\x14.ivrsched.v1.OutcomeR\aoutcome\x12H\n" +
+	"\x12first_requested_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\x10firstRequestedAt\x12\x1c\n" +
+	"\tcancelled\x18\x10 \x01(\bR\tcancelled\"\x88\x01\n" +
 	"\tFiredTask\x12%\n" +
 	"\x04task\x18\x01 \x01(\v2\x11.ivrsched.v1.TaskR\x04task\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x125\n" +
@@ -2549,7 +2725,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
 	"\x05final\x18\b \x01(\bR\x05final\x12(\n" +
-	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\xb8\x04\n" +
+	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\x81\x05\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -2561,7 +2737,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\frequested_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1a\n" +
 	"\bblackout\x18\n" +
-	" \x01(\tR\bblackout\"\xbc\x01\n" +
+	" \x01(\tR\bblackout\"\x85\x02\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x01\x12\x14\n" +
@@ -2570,7 +2746,13 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x11KIND_UNKNOWN_TASK\x10\x04\x12\x12\n" +
 	"\x0eKIND_FORGOTTEN\x10\x05\x12\x10\n" +
 	"\fKIND_EXPIRED\x10\x06\x12\x11\n" +
-	"\rKIND_DEFERRED\x10\a\x12\x11\n" +
+	"\rKIND_DEFERRED\x10\a\x12\x0e\n" +
+	"\n" +
+	"KIND_RETRY\x10\b\x12\x11\n" +
+	"\rKIND_ANSWERED\x10\t\x12\x12\n" +
+	"\x0eKIND_EXHAUSTED\x10\n" +
+	"\x12\x10\n" +
+	"\fKIND_TOO_OLD\x10\v\x12\x11\n" +
 	"\rKIND_ADVANCED\x10\x14\"o\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\x121\n" +
@@ -2639,7 +2821,7 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 }
 
 var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
 	(Wake_Kind)(0),                // 1: ivrsched.v1.Wake.Kind
@@ -2651,86 +2833,91 @@ var file_ivrsched_proto_goTypes = []any{
 	(*Action)(nil),                // 7: ivrsched.v1.Action
 	(*Cancel)(nil),                // 8: ivrsched.v1.Cancel
 	(*Forget)(nil),                // 9: ivrsched.v1.Forget
-	(*Reschedule)(nil),            // 10: ivrsched.v1.Reschedule
-	(*UserState)(nil),             // 11: ivrsched.v1.UserState
-	(*Position)(nil),              // 12: ivrsched.v1.Position
-	(*FiredThrough)(nil),          // 13: ivrsched.v1.FiredThrough
-	(*Task)(nil),                  // 14: ivrsched.v1.Task
-	(*FiredTask)(nil),             // 15: ivrsched.v1.FiredTask
-	(*Tick)(nil),                  // 16: ivrsched.v1.Tick
-	(*Wake)(nil),                  // 17: ivrsched.v1.Wake
-	(*IVRCall)(nil),               // 18: ivrsched.v1.IVRCall
-	(*CallResult)(nil),            // 19: ivrsched.v1.CallResult
-	(*ScheduleEvent)(nil),         // 20: ivrsched.v1.ScheduleEvent
-	(*DialerState)(nil),           // 21: ivrsched.v1.DialerState
-	(*DialRecord)(nil),            // 22: ivrsched.v1.DialRecord
-	(*CallStatus)(nil),            // 23: ivrsched.v1.CallStatus
-	(*DeadLetter)(nil),            // 24: ivrsched.v1.DeadLetter
-	(*Header)(nil),                // 25: ivrsched.v1.Header
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(*CallEnded)(nil),             // 10: ivrsched.v1.CallEnded
+	(*Reschedule)(nil),            // 11: ivrsched.v1.Reschedule
+	(*UserState)(nil),             // 12: ivrsched.v1.UserState
+	(*Position)(nil),              // 13: ivrsched.v1.Position
+	(*FiredThrough)(nil),          // 14: ivrsched.v1.FiredThrough
+	(*Task)(nil),                  // 15: ivrsched.v1.Task
+	(*FiredTask)(nil),             // 16: ivrsched.v1.FiredTask
+	(*Tick)(nil),                  // 17: ivrsched.v1.Tick
+	(*Wake)(nil),                  // 18: ivrsched.v1.Wake
+	(*IVRCall)(nil),               // 19: ivrsched.v1.IVRCall
+	(*CallResult)(nil),            // 20: ivrsched.v1.CallResult
+	(*ScheduleEvent)(nil),         // 21: ivrsched.v1.ScheduleEvent
+	(*DialerState)(nil),           // 22: ivrsched.v1.DialerState
+	(*DialRecord)(nil),            // 23: ivrsched.v1.DialRecord
+	(*CallStatus)(nil),            // 24: ivrsched.v1.CallStatus
+	(*DeadLetter)(nil),            // 25: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 26: ivrsched.v1.Header
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
 	4,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
 	8,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
-	10, // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
+	11, // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
 	9,  // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
-	26, // 4: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	26, // 5: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
-	5,  // 6: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	27, // 7: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	26, // 8: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
-	7,  // 9: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
-	6,  // 10: ivrsched.v1.FollowUp.repeat:type_name -> ivrsched.v1.Repeat
-	26, // 11: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
-	27, // 12: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	26, // 13: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	26, // 14: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
-	14, // 15: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
-	15, // 16: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
-	13, // 17: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
-	26, // 18: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
-	26, // 19: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
-	12, // 20: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
-	12, // 21: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
-	26, // 22: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
-	12, // 23: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
-	26, // 24: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
-	7,  // 25: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
-	26, // 26: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
-	6,  // 27: ivrsched.v1.Task.repeat:type_name -> ivrsched.v1.Repeat
-	26, // 28: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
-	14, // 29: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	26, // 30: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	26, // 31: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
-	12, // 32: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
-	1,  // 33: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
-	26, // 34: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
-	26, // 35: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
-	26, // 36: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	26, // 37: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
-	7,  // 38: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	26, // 39: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
-	0,  // 40: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	26, // 41: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
-	2,  // 42: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	26, // 43: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	26, // 44: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
-	26, // 45: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
-	22, // 46: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
-	18, // 47: ivrsched.v1.DialerState.in_flight:type_name -> ivrsched.v1.IVRCall
-	0,  // 48: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	26, // 49: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	0,  // 50: ivrsched.v1.CallStatus.outcome:type_name -> ivrsched.v1.Outcome
-	26, // 51: ivrsched.v1.CallStatus.at:type_name -> google.protobuf.Timestamp
-	26, // 52: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
-	25, // 53: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
-	26, // 54: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	55, // [55:55] is the sub-list for method output_type
-	55, // [55:55] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	10, // 4: ivrsched.v1.Command.call_ended:type_name -> ivrsched.v1.CallEnded
+	27, // 5: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	27, // 6: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	5,  // 7: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
+	28, // 8: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	27, // 9: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	7,  // 10: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
+	6,  // 11: ivrsched.v1.FollowUp.repeat:type_name -> ivrsched.v1.Repeat
+	27, // 12: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
+	0,  // 13: ivrsched.v1.CallEnded.outcome:type_name -> ivrsched.v1.Outcome
+	28, // 14: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	27, // 15: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	27, // 16: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	15, // 17: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
+	16, // 18: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
+	14, // 19: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
+	27, // 20: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
+	27, // 21: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
+	13, // 22: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
+	13, // 23: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
+	27, // 24: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
+	13, // 25: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
+	27, // 26: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	7,  // 27: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
+	27, // 28: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
+	6,  // 29: ivrsched.v1.Task.repeat:type_name -> ivrsched.v1.Repeat
+	27, // 30: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
+	0,  // 31: ivrsched.v1.Task.outcome:type_name -> ivrsched.v1.Outcome
+	27, // 32: ivrsched.v1.Task.first_requested_at:type_name -> google.protobuf.Timestamp
+	15, // 33: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
+	27, // 34: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	27, // 35: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	13, // 36: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
+	1,  // 37: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
+	27, // 38: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
+	27, // 39: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
+	27, // 40: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	27, // 41: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	7,  // 42: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
+	27, // 43: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	0,  // 44: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
+	27, // 45: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	2,  // 46: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
+	27, // 47: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	27, // 48: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	27, // 49: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
+	23, // 50: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
+	19, // 51: ivrsched.v1.DialerState.in_flight:type_name -> ivrsched.v1.IVRCall
+	0,  // 52: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
+	27, // 53: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	0,  // 54: ivrsched.v1.CallStatus.outcome:type_name -> ivrsched.v1.Outcome
+	27, // 55: ivrsched.v1.CallStatus.at:type_name -> google.protobuf.Timestamp
+	27, // 56: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	26, // 57: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	27, // 58: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -2743,12 +2930,13 @@ func file_ivrsched_proto_init() {
 		(*Command_Cancel)(nil),
 		(*Command_Reschedule)(nil),
 		(*Command_Forget)(nil),
+		(*Command_CallEnded)(nil),
 	}
 	file_ivrsched_proto_msgTypes[2].OneofWrappers = []any{
 		(*FollowUp_Delay)(nil),
 		(*FollowUp_DueAt)(nil),
 	}
-	file_ivrsched_proto_msgTypes[7].OneofWrappers = []any{
+	file_ivrsched_proto_msgTypes[8].OneofWrappers = []any{
 		(*Reschedule_Delay)(nil),
 		(*Reschedule_DueAt)(nil),
 	}
@@ -2758,7 +2946,7 @@ func file_ivrsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

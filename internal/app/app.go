@@ -126,8 +126,7 @@ type Running struct {
 	Scheduler *scheduler.Scheduler
 	Dialer    *dialer.Dialer
 	Placer    *placement.Placer
-	// Policy is the calling policy the scheduler applies (nil func without
-	// a scheduler role).
+	// Policy is the calling policy the scheduler and the dialer apply.
 	Policy func() *policy.Policy
 	ready  chan struct{}
 	roles  []*role
@@ -167,23 +166,27 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	})))
 	var all []*role
 
-	if roles.Scheduler {
-		em, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.Ticks, new(codec.Tick), cfg.Kafka.EmitterOptions()...)
-		if err != nil {
-			return fmt.Errorf("tick emitter: %w", err)
-		}
-		pv, err := newPolicyView(cfg, log.With("role", "policy"))
-		if err != nil {
+	var pv *policyView
+	if roles.Scheduler || roles.Dialer { // the dialer reads its retry rules
+		var err error
+		if pv, err = newPolicyView(cfg, log.With("role", "policy")); err != nil {
 			return err
 		}
 		g.Go(func() error { return pv.Run(ctx) })
 		run.Policy = pv.Current
-		// No follow-up is placed under the default while a policy is set.
+		// No follow-up is placed, and no outcome judged, under the default
+		// while a policy is set.
 		select {
 		case <-pv.Ready():
 			log.Info("calling policy in force", "version", version(pv.Current()))
 		case <-ctx.Done():
 			return g.Wait()
+		}
+	}
+	if roles.Scheduler {
+		em, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.Ticks, new(codec.Tick), cfg.Kafka.EmitterOptions()...)
+		if err != nil {
+			return fmt.Errorf("tick emitter: %w", err)
 		}
 		stores := newStores(cfg, "scheduler", log)
 		lateness := metrics.FireLateness()
@@ -224,7 +227,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Dialer {
-		d, pl, r, err := startDialer(ctx, g, cfg, opts, router, reg, log)
+		d, pl, r, err := startDialer(ctx, g, cfg, opts, router, reg, pv.Current, log)
 		if err != nil {
 			return err
 		}

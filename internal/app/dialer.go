@@ -15,6 +15,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	"github.com/ivrsched/ivrsched/internal/metrics"
 	"github.com/ivrsched/ivrsched/placement"
+	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/providers"
 	"github.com/ivrsched/ivrsched/providers/twilio"
@@ -28,8 +29,10 @@ const statsEvery = 30 * time.Second
 // startDialer builds the dialer role: its local stores (which index the
 // users with calls in flight), the loop emitter the placer and the status
 // callbacks send to, the placer (run in g until ctx ends, then the emitter
-// is flushed) and the status callback endpoints on router.
-func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, reg prometheus.Registerer, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
+// is flushed) and the status callback endpoints on router. pol is the
+// calling policy in force, whose retry rules decide whether calls' outcomes
+// go to the scheduler.
+func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, reg prometheus.Registerer, pol func() *policy.Policy, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
 	dlog := log.With("role", "dialer")
 	stores := newStores(cfg, "dialer", log)
 	stores.Mark(placement.HasInFlight)
@@ -65,6 +68,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		Loop:    loop,
 		Storage: stores.Builder(),
 		Clock:   cfg.Clock,
+		Policy:  pol,
 		Logger:  dlog,
 	})
 	if err != nil {
@@ -113,13 +117,13 @@ func logDialer(ctx context.Context, d *dialer.Dialer, pl *placement.Placer, cbs 
 			refused += c.Rejected.Load()
 		}
 		now := []int64{s.Accepted.Load(), s.Duplicates.Load(), p.Requests.Load(), s.Placed.Load(), s.Failed.Load(), p.TooMany.Load(),
-			p.ServerErrors.Load(), s.Finals.Load(), accepted, refused, s.Forgotten.Load()}
+			p.ServerErrors.Load(), s.Finals.Load(), accepted, refused, s.Forgotten.Load(), s.Reported.Load()}
 		if fmt.Sprint(now) == fmt.Sprint(last) {
 			continue
 		}
 		last = now
 		log.Info("dialer", "calls", now[0], "duplicates", now[1], "requests", now[2], "placed", now[3], "failed", now[4],
 			"answered_429", now[5], "answered_5xx", now[6], "finals", now[7], "callbacks", now[8], "callbacks_refused", now[9],
-			"forgotten", now[10], "queued", p.Queued.Load(), "placing", p.Placing.Load(), "cps", pl.Rate())
+			"forgotten", now[10], "outcomes_to_scheduler", now[11], "queued", p.Queued.Load(), "placing", p.Placing.Load(), "cps", pl.Rate())
 	}
 }

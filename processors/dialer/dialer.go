@@ -9,8 +9,10 @@
 // provider's status callbacks (Publish) go to the same topic. onStatus
 // records each status in the user's value and publishes it as a
 // CallResult; the call's final outcome is published once (CallResult.final)
-// and handed to Config.OnFinal. onEvent erases a user's value when the
-// scheduler forgot or expired the user.
+// and handed to Config.OnFinal; while the calling policy retries, it is
+// also reported to the scheduler (a CallEnded command on the onboarding
+// topic), whose retry rules call the follow-up again. onEvent erases a
+// user's value when the scheduler forgot or expired the user.
 //
 // A call id seen before (in flight or recently placed) is dropped, so the
 // duplicates that at-least-once delivery produces upstream never reach the
@@ -35,6 +37,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -71,10 +74,16 @@ type Config struct {
 	// call id (again only when a crash replays the status that made it
 	// final), inside the loop callback of the call's user: on the
 	// partition's goroutine, with that callback's context, so what it emits
-	// or writes is committed together with the outcome. It is where retries
-	// driven by the outcome start.
+	// or writes is committed together with the outcome. (The outcome goes
+	// to the scheduler's retries before it, see Policy.)
 	OnFinal func(ctx goka.Context, result *pb.CallResult)
-	Logger  *slog.Logger
+	// Policy returns the calling policy in force (nil func, or nil policy:
+	// none). While it retries any outcome, each call's final outcome is
+	// reported to the scheduler (a CallEnded command), which retries or
+	// ends the follow-up. Called from every partition goroutine: it must be
+	// cheap and safe for concurrent use.
+	Policy func() *policy.Policy
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -116,8 +125,9 @@ type Stats struct {
 	// the user's value does not hold (forgotten, or long ago): published,
 	// not recorded.
 	Statuses, Late, Unknown atomic.Int64
-	// Finals published; Forgotten users erased.
-	Finals, Forgotten atomic.Int64
+	// Finals published; Forgotten users erased; Reported final outcomes
+	// sent to the scheduler for its retry rules.
+	Finals, Forgotten, Reported atomic.Int64
 	// finals counts the finals published by outcome (Outcome reads it).
 	finals [outcomes]atomic.Int64
 }
@@ -170,6 +180,7 @@ func (d *Dialer) Graph() *goka.GroupGraph {
 		goka.Input(t.Events, new(codec.ScheduleEvent), d.onEvent),
 		goka.Loop(new(codec.CallStatus), d.onStatus),
 		goka.Output(t.Results, new(codec.CallResult)),
+		goka.Output(t.Onboarding, new(codec.Command)), // outcomes, for the scheduler's retries
 		d.dlq.Edge(),
 		goka.Persist(new(codec.DialerState)),
 	)

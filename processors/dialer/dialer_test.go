@@ -60,15 +60,16 @@ func (r *recorder) seen() []string {
 }
 
 type harness struct {
-	tt      *tester.Tester
-	d       *Dialer
-	p       *placement.Placer
-	topics  topology.Topics
-	results *tester.QueueTracker
-	finals  []*pb.CallResult
+	tt       *tester.Tester
+	d        *Dialer
+	p        *placement.Placer
+	topics   topology.Topics
+	results  *tester.QueueTracker
+	commands *tester.QueueTracker
+	finals   []*pb.CallResult
 }
 
-func setup(t *testing.T, prov providers.Provider, maxInFlight int) *harness {
+func setup(t *testing.T, prov providers.Provider, maxInFlight int, opts ...func(*Config)) *harness {
 	t.Helper()
 	h := &harness{tt: tester.New(t), topics: topology.NewTopics("")}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -81,9 +82,13 @@ func setup(t *testing.T, prov providers.Provider, maxInFlight int) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.d, err = New(Config{Topics: h.topics, Placer: h.p, Loop: loop, Storage: h.tt.StorageBuilder(),
+	cfg := Config{Topics: h.topics, Placer: h.p, Loop: loop, Storage: h.tt.StorageBuilder(),
 		Clock: clock.NewFake(time.Unix(1e9, 0)), History: 3, Logger: log,
-		OnFinal: func(_ goka.Context, r *pb.CallResult) { h.finals = append(h.finals, r) }})
+		OnFinal: func(_ goka.Context, r *pb.CallResult) { h.finals = append(h.finals, r) }}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h.d, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +104,7 @@ func setup(t *testing.T, prov providers.Provider, maxInFlight int) *harness {
 	go func() { done <- proc.Run(ctx) }()
 	go func() { done <- h.p.Run(ctx) }()
 	h.results = h.tt.NewQueueTracker(string(h.topics.Results))
+	h.commands = h.tt.NewQueueTracker(string(h.topics.Onboarding))
 	t.Cleanup(func() {
 		cancel()
 		for range 2 {

@@ -86,8 +86,8 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 		d.cfg.Logger.Info("status replayed after a restart; its result is published again", "call_id", s.GetCallId(), "offset", ctx.Offset())
 		res := d.result(ctx, r, s, d.outcome(r, s))
 		ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
-		if res.GetFinal() && d.cfg.OnFinal != nil {
-			d.cfg.OnFinal(ctx, res)
+		if res.GetFinal() {
+			d.final(ctx, res)
 		}
 	case r.GetFinal():
 		d.Stats.Late.Add(1)
@@ -134,9 +134,16 @@ func (d *Dialer) apply(ctx goka.Context, st *pb.DialerState, r *pb.DialRecord, s
 	ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
 	if res.GetFinal() {
 		d.Stats.final(o)
-		if d.cfg.OnFinal != nil {
-			d.cfg.OnFinal(ctx, res)
-		}
+		d.final(ctx, res)
+	}
+}
+
+// final hands a call's final outcome to the scheduler's retries and to
+// OnFinal.
+func (d *Dialer) final(ctx goka.Context, res *pb.CallResult) {
+	d.reportEnded(ctx, res)
+	if d.cfg.OnFinal != nil {
+		d.cfg.OnFinal(ctx, res)
 	}
 }
 

@@ -23,9 +23,9 @@ import (
 // partition; its value is the original topic/partition/offset.
 const HeaderForwarded = "ivrsched-forwarded-from"
 
-// onCommand applies an onboard, cancel, reschedule or forget command. Invalid
-// commands go to the dead-letter topic; a valid command that arrived on
-// another partition than its user's is forwarded there.
+// onCommand applies an onboard, cancel, reschedule, forget or call-ended
+// command. Invalid commands go to the dead-letter topic; a valid command
+// that arrived on another partition than its user's is forwarded there.
 func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 	s.Stats.Commands.Add(1)
 	cmd, ok := msg.(*pb.Command)
@@ -58,6 +58,12 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 		s.rejectRecord(ctx, cmd, err)
 		return
 	}
+	if _, ended := cmd.GetCommand().(*pb.Command_CallEnded); ended && first {
+		// The user was forgotten (or expired) since the call: nothing more
+		// is dialed, and no value is made for the user.
+		s.Stats.EndedUnknown.Add(1)
+		return
+	}
 	// What ticks fired is recorded first, so that a late cancel or
 	// reschedule of it is reported as too late.
 	changed := s.settle(ctx, st, false)
@@ -70,6 +76,13 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 		changed = true
 	case *pb.Command_Cancel:
 		changed = s.cancel(ctx, st, cc.Cancel.GetTaskId()) || changed
+	case *pb.Command_CallEnded:
+		ended, err := s.callEnded(ctx, st, cc.CallEnded, issued)
+		if err != nil {
+			s.rejectRecord(ctx, cmd, err)
+			return
+		}
+		changed = ended || changed
 	case *pb.Command_Reschedule:
 		moved, err := s.reschedule(ctx, st, cc.Reschedule, issued)
 		if err != nil {
@@ -96,6 +109,15 @@ func (s *Scheduler) forget(ctx goka.Context) {
 	if ctx.Value() == nil {
 		detail = "no such user"
 	} else {
+		if st, ok := ctx.Value().(*pb.UserState); ok {
+			// A pending retry's follow-up ends here: its final outcome.
+			keep, _ := s.splitFired(ctx.Partition(), ctx.Key(), st.GetPending())
+			for _, t := range keep {
+				if t.GetAttempt() > 1 {
+					s.event(ctx, pb.ScheduleEvent_KIND_CANCELLED, t.GetTaskId(), t.GetDueAt(), "", "forgotten")
+				}
+			}
+		}
 		ctx.Delete()
 	}
 	s.Stats.Forgotten.Add(1)
@@ -251,16 +273,19 @@ func upsert(p []*pb.Task, t *pb.Task) []*pb.Task {
 	return append(p, t)
 }
 
-// cancel reports whether the state changed.
+// cancel reports whether the state changed. Attempts being placed (fired,
+// their outcome not reported yet) of the cancelled tasks are marked, so
+// that their outcomes start no retry.
 func (s *Scheduler) cancel(ctx goka.Context, st *pb.UserState, task string) bool {
 	if task == "" {
 		for _, t := range st.Pending {
 			s.event(ctx, pb.ScheduleEvent_KIND_CANCELLED, t.GetTaskId(), t.GetDueAt(), "", "")
 			s.Stats.Cancelled.Add(1)
 		}
+		marked := markCancelled(st, "")
 		if len(st.Pending) == 0 {
 			s.event(ctx, pb.ScheduleEvent_KIND_UNKNOWN_TASK, "", nil, "", "no pending follow-ups to cancel")
-			return false
+			return marked
 		}
 		st.Pending = nil
 		return true
@@ -270,11 +295,12 @@ func (s *Scheduler) cancel(ctx goka.Context, st *pb.UserState, task string) bool
 			st.Pending = append(st.Pending[:i], st.Pending[i+1:]...)
 			s.event(ctx, pb.ScheduleEvent_KIND_CANCELLED, task, t.GetDueAt(), "", "")
 			s.Stats.Cancelled.Add(1)
+			markCancelled(st, task)
 			return true
 		}
 	}
 	s.notPending(ctx, st, task)
-	return false
+	return markCancelled(st, task)
 }
 
 // reschedule reports whether the state changed. The follow-up's new time

@@ -47,6 +47,8 @@ func FuzzValidate(f *testing.F) {
 	seed(&pb.Command{UserId: "u1", Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: "+14155550123", OnboardedAt: y2300,
 		FollowUps: []*pb.FollowUp{{TaskId: "a", When: &pb.FollowUp_Delay{Delay: durationpb.New(time.Hour)}}}}}}, now.Unix())
 	seed(&pb.Command{UserId: "u1", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{TaskId: "a", When: &pb.Reschedule_DueAt{DueAt: y2300}}}}, y2300.GetSeconds())
+	seed(&pb.Command{UserId: "u1", RequestedAt: y2300, Command: &pb.Command_CallEnded{CallEnded: &pb.CallEnded{TaskId: "a", CallId: "c", Attempt: 1,
+		Outcome: pb.Outcome_OUTCOME_NO_ANSWER}}}, now.Unix())
 	f.Add("", []byte{0xff}, int64(1))
 	lim := Limits{MaxDelay: 400 * 24 * time.Hour, MaxPast: 24 * time.Hour, PastDue: PastDueReject, MaxPayload: 1024, MaxSkew: 24 * time.Hour}
 	f.Fuzz(func(t *testing.T, key string, data []byte, recordSec int64) {
@@ -72,6 +74,12 @@ func FuzzValidate(f *testing.F) {
 		if r := cmd.GetReschedule(); r != nil {
 			if due := dueTime(r.GetDelay(), r.GetDueAt(), issued); !inBounds(due) {
 				t.Fatalf("accepted reschedule to %v in a record stamped %v", due, record)
+			}
+		}
+		if e := cmd.GetCallEnded(); e != nil {
+			// The latest retry it can bring, and the earliest.
+			if !inBounds(issued.Add(policy.MaxRetryDelay)) || !inBounds(issued) || e.GetAttempt() < 1 || e.GetCallId() == "" || e.GetTaskId() == "" {
+				t.Fatalf("accepted %v issued %v in a record stamped %v", e, issued, record)
 			}
 		}
 		o := cmd.GetOnboard()

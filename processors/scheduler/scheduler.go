@@ -154,6 +154,12 @@ type Stats struct {
 	// not fire because a policy change made them wait; Advanced deferred
 	// follow-ups moved earlier because a policy change allows it.
 	Deferred, Parked, Advanced atomic.Int64
+	// Retries counts attempts scheduled after a call ended unanswered;
+	// Ended follow-ups whose final outcome was reported (answered,
+	// exhausted, too old, cancelled while placed); EndedRepeats outcomes
+	// reported again (replays), EndedUnknown outcomes of calls the user's
+	// value does not hold (forgotten users).
+	Retries, Ended, EndedRepeats, EndedUnknown atomic.Int64
 }
 
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.

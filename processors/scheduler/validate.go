@@ -158,6 +158,8 @@ func validateCommand(cmd *pb.Command, c *checked, lim Limits) error {
 		return validateOnboard(cc.Onboard, c, lim)
 	case *pb.Command_Cancel, *pb.Command_Forget:
 		return nil
+	case *pb.Command_CallEnded:
+		return validateCallEnded(cc.CallEnded)
 	case *pb.Command_Reschedule:
 		r := cc.Reschedule
 		if r.GetTaskId() == "" {
@@ -288,4 +290,23 @@ func taskID(f *pb.FollowUp, i int) string {
 		return f.GetTaskId()
 	}
 	return fmt.Sprintf("followup-%d", i+1)
+}
+
+// validateCallEnded checks a call's outcome report; its time is the
+// command's issue time, checked with every command's.
+func validateCallEnded(e *pb.CallEnded) error {
+	switch {
+	case e.GetTaskId() == "":
+		return reject(deadletter.ReasonMissingTaskID, "call_ended needs a task id")
+	case e.GetCallId() == "":
+		return reject(deadletter.ReasonMissingCallID, "call_ended of task %q needs a call id", e.GetTaskId())
+	case e.GetAttempt() < 1:
+		return reject(deadletter.ReasonInvalidCallEnded, "call %s: attempt %d; attempts count from 1", e.GetCallId(), e.GetAttempt())
+	}
+	switch e.GetOutcome() {
+	case pb.Outcome_OUTCOME_ANSWERED, pb.Outcome_OUTCOME_NO_ANSWER, pb.Outcome_OUTCOME_BUSY, pb.Outcome_OUTCOME_FAILED,
+		pb.Outcome_OUTCOME_CANCELED, pb.Outcome_OUTCOME_MACHINE, pb.Outcome_OUTCOME_PLACED:
+		return nil
+	}
+	return reject(deadletter.ReasonInvalidCallEnded, "call %s: outcome %v is not a final outcome", e.GetCallId(), e.GetOutcome())
 }
