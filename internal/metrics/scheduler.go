@@ -26,6 +26,8 @@ func Scheduler(s *scheduler.Scheduler) prometheus.Collector {
 		{newDesc("followups_advanced_total", help("Deferred follow-ups moved earlier because a new calling policy allows it"), nil), st.Advanced.Load},
 		{newDesc("followups_parked_total", help("Due follow-ups a tick did not fire because a new calling policy made them wait"), nil), st.Parked.Load},
 		{newDesc("due_indexes_reused_total", help("Partition opens that took their due index back after a rebalance instead of scanning their store"), nil), s.Punctuator().IndexesReused},
+		{newDesc("retries_scheduled_total", help("Attempts scheduled after a call ended unanswered (the policy's retry rules)"), nil), st.Retries.Load},
+		{newDesc("followups_ended_total", help("Follow-ups whose final outcome was reported (answered, exhausted, too old, cancelled while placed)"), nil), st.Ended.Load},
 		{newDesc("followups_republished_total", help("Calls published again by replayed ticks (same call ids)"), nil), st.Republished.Load},
 		{newDesc("users_forgotten_total", help("Users erased by a Forget"), nil), st.Forgotten.Load},
 		{newDesc("users_expired_total", help("Users removed by retention (--retain)"), nil), st.Expired.Load},
