@@ -9,6 +9,7 @@
 //	ivrsched forget       erase a user (cancel everything, delete their values)
 //	ivrsched calls        print ivr-calls as JSON lines
 //	ivrsched policy       set or show the calling policy (policy set -f FILE, policy show)
+//	ivrsched dlq          list or replay dead letters (dlq list, dlq replay)
 //
 // Run "ivrsched <command> --help" for the flags of each.
 package main
@@ -39,6 +40,7 @@ var commands = []command{
 	{"forget", "erase a user: cancel everything and delete their values from the tables", cmdForget},
 	{"calls", "print the calls on ivr-calls as JSON lines", cmdCalls},
 	{"policy", "set (policy set -f FILE) or show (policy show) the calling policy of every scheduler", cmdPolicy},
+	{"dlq", "list (dlq list) or replay (dlq replay) the dead letters, by reason and time", cmdDLQ},
 }
 
 func usage(w io.Writer) {
@@ -81,6 +83,6 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy)\n", args[0])
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq)\n", args[0])
 	return 2
 }
