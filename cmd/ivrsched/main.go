@@ -10,6 +10,8 @@
 //	ivrsched calls        print ivr-calls as JSON lines
 //	ivrsched policy       set or show the calling policy (policy set -f FILE, policy show)
 //	ivrsched dlq          list or replay dead letters (dlq list, dlq replay)
+//	ivrsched show         a user's follow-ups and recent calls (admin API)
+//	ivrsched upcoming     the next due follow-ups across all partitions (admin API)
 //
 // Run "ivrsched <command> --help" for the flags of each.
 package main
@@ -41,6 +43,8 @@ var commands = []command{
 	{"calls", "print the calls on ivr-calls as JSON lines", cmdCalls},
 	{"policy", "set (policy set -f FILE) or show (policy show) the calling policy of every scheduler", cmdPolicy},
 	{"dlq", "list (dlq list) or replay (dlq replay) the dead letters, by reason and time", cmdDLQ},
+	{"show", "a user's follow-ups (requested and effective times) and recent calls", cmdShow},
+	{"upcoming", "the next due follow-ups across all partitions, from the due indexes", cmdUpcoming},
 }
 
 func usage(w io.Writer) {
@@ -83,6 +87,6 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq)\n", args[0])
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, upcoming)\n", args[0])
 	return 2
 }
