@@ -1,7 +1,5 @@
 package punctuation
 
-
-
 // Upcoming returns, in firing order, up to max pending follow-ups after
 // the mark that come after the position after (Pos{Due: t}: those due at
 // or after t), without taking them: what the admin API lists. It
@@ -23,4 +21,3 @@ func (x *Index) Upcoming(after Pos, max int) []Pos {
 	x.probe = Pos{}
 	return out
 }
-

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/internal/redact"
 	"github.com/ivrsched/ivrsched/topology"
@@ -223,4 +222,3 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	return nil
 }
-

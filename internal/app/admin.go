@@ -169,4 +169,3 @@ func upcoming(x *punctuation.Index, part int32, get func(string) (any, error), f
 	}
 	return out
 }
-
