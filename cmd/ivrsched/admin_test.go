@@ -121,6 +121,11 @@ func TestUpcomingAndShow(t *testing.T) {
 			t.Fatalf("show --user now has no placed call:\n%s", show)
 		}
 	}
+	// run-now fires u-0's follow-up, due in 10 h, at once.
+	cli("run-now", "--user", "u-0", "--task", "t")
+	if calls := cli("calls", "--limit", "2", "--since", "1m"); !strings.Contains(calls, `"user_id":"u-0"`) {
+		t.Fatalf("run-now: no call for u-0: %s", calls)
+	}
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("run exited %d", code)

@@ -197,6 +197,10 @@ func TestDLQFlagErrors(t *testing.T) {
 		{[]string{"dlq", "list", "--since", "yesterday"}, `--since: "yesterday"`},
 		{[]string{"dlq", "list", "--since", "-2h"}, "--since: -2h0m0s"},
 		{[]string{"dlq", "replay", "--max-replays", "0"}, "--max-replays: 0"},
+		{[]string{"run-now", "--user", "u"}, "--task: required"},
+		{[]string{"show"}, "--user: required"},
+		{[]string{"upcoming", "--limit", "0"}, "--limit: 0"},
+		{[]string{"upcoming", "--from", "soon"}, `--from: "soon"`},
 	} {
 		var errb bytes.Buffer
 		if code := realMain(context.Background(), c.args, io.Discard, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {

@@ -12,6 +12,7 @@
 //	ivrsched dlq          list or replay dead letters (dlq list, dlq replay)
 //	ivrsched show         a user's follow-ups and recent calls (admin API)
 //	ivrsched upcoming     the next due follow-ups across all partitions (admin API)
+//	ivrsched run-now      fire a pending follow-up now
 //
 // Run "ivrsched <command> --help" for the flags of each.
 package main
@@ -45,6 +46,7 @@ var commands = []command{
 	{"dlq", "list (dlq list) or replay (dlq replay) the dead letters, by reason and time", cmdDLQ},
 	{"show", "a user's follow-ups (requested and effective times) and recent calls", cmdShow},
 	{"upcoming", "the next due follow-ups across all partitions, from the due indexes", cmdUpcoming},
+	{"run-now", "fire a pending follow-up of a user now (a command through the scheduler)", cmdRunNow},
 }
 
 func usage(w io.Writer) {
@@ -87,6 +89,6 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, upcoming)\n", args[0])
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, upcoming, run-now)\n", args[0])
 	return 2
 }
