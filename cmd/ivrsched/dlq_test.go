@@ -187,7 +187,8 @@ func TestDLQListAndReplay(t *testing.T) {
 	}
 }
 
-func TestDLQFlagErrors(t *testing.T) {
+// Flag errors of the operator commands: exit 2, one line naming the flag.
+func TestOperateFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
@@ -201,6 +202,10 @@ func TestDLQFlagErrors(t *testing.T) {
 		{[]string{"show"}, "--user: required"},
 		{[]string{"upcoming", "--limit", "0"}, "--limit: 0"},
 		{[]string{"upcoming", "--from", "soon"}, `--from: "soon"`},
+		{[]string{"pause"}, "--campaign: required"},
+		{[]string{"pause", "--campaign", "c", "--for", "0s"}, "--for: 0s"},
+		{[]string{"pause", "--campaign", "c", "--for", "9000h"}, "--for: 9000h"},
+		{[]string{"resume"}, "--campaign: required"},
 	} {
 		var errb bytes.Buffer
 		if code := realMain(context.Background(), c.args, io.Discard, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {

@@ -13,6 +13,7 @@
 //	ivrsched show         a user's follow-ups and recent calls (admin API)
 //	ivrsched upcoming     the next due follow-ups across all partitions (admin API)
 //	ivrsched run-now      fire a pending follow-up now
+//	ivrsched pause        pause a campaign (resume ends it)
 //
 // Run "ivrsched <command> --help" for the flags of each.
 package main
@@ -47,6 +48,8 @@ var commands = []command{
 	{"show", "a user's follow-ups (requested and effective times) and recent calls", cmdShow},
 	{"upcoming", "the next due follow-ups across all partitions, from the due indexes", cmdUpcoming},
 	{"run-now", "fire a pending follow-up of a user now (a command through the scheduler)", cmdRunNow},
+	{"pause", "pause a campaign's calls for --for (part of the calling policy)", cmdPause},
+	{"resume", "end a campaign's pause: its held calls go", cmdResume},
 }
 
 func usage(w io.Writer) {
@@ -89,6 +92,6 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, upcoming, run-now)\n", args[0])
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, upcoming, run-now, pause, resume)\n", args[0])
 	return 2
 }
