@@ -5,78 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/internal/redact"
-	"github.com/ivrsched/ivrsched/topology"
 )
 
-// instances finds the instances of group that own partitions of topic,
-// through the group's member metadata (package admin), and the number of
-// partitions of topic.
-func instances(ctx context.Context, k *kafkaFlags, group, topic string) ([]admin.Instance, []int32, int32, error) {
+func adminClient(k *kafkaFlags) (*admin.Client, error) {
 	cfg, err := k.kafka("ivrsched-admin")
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
-	client, err := cfg.Connect(ctx)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("partitions of %s: %w", topic, err)
-	}
-	found, unannounced, err := admin.Discover(client, group, topic)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	owned := map[int32]bool{}
-	for _, in := range found {
-		for _, p := range in.Partitions {
-			owned[p] = true
-		}
-	}
-	var missing []int32
-	for _, p := range parts {
-		if !owned[p] {
-			missing = append(missing, p)
-		}
-	}
-	if len(unannounced) > 0 {
-		fmt.Fprintf(os.Stderr, "ivrsched: partitions %v of %s are owned by instances without a web server (--http): not shown\n", unannounced, group)
-	}
-	return found, missing, int32(len(parts)), nil
-}
-
-var adminHTTP = &http.Client{Timeout: 10 * time.Second}
-
-func getJSON(ctx context.Context, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := adminHTTP.Do(req)
-	if err != nil {
-		return fmt.Errorf("admin API: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("admin API %s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("admin API %s: %w", u, err)
-	}
-	return nil
+	return &admin.Client{Kafka: cfg, Topics: k.topics()}, nil
 }
 
 func cmdShow(ctx context.Context, args []string, stdout io.Writer) error {
@@ -94,41 +35,33 @@ func cmdShow(ctx context.Context, args []string, stdout io.Writer) error {
 	if *user == "" {
 		return badFlag("user", "required; want a user id")
 	}
-	t := k.topics()
-	out := map[string]any{"user_id": *user}
-	for _, side := range []struct {
-		name, group, topic string
-	}{{"scheduler", string(t.Scheduler), string(t.Onboarding)}, {"dialer", string(t.Dialer), string(t.Calls)}} {
-		found, _, n, err := instances(ctx, &k, side.group, side.topic)
-		if err != nil {
-			return err
-		}
-		part := topology.Partition(*user, n)
-		out["partition"] = part
-		in, ok := admin.Owner(found, part)
-		if !ok {
-			out[side.name] = fmt.Sprintf("no instance with a web server owns partition %d of %s", part, side.group)
+	c, err := adminClient(&k)
+	if err != nil {
+		return err
+	}
+	v, err := c.User(ctx, *user)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"user_id": v.UserID, "partition": v.Partition}
+	for name, side := range map[string]struct {
+		raw json.RawMessage
+		url string
+	}{"scheduler": {v.Scheduler, v.SchedulerURL}, "dialer": {v.Dialer, v.DialerURL}} {
+		if side.url == "" {
+			out[name] = fmt.Sprintf("no instance with a web server owns partition %d of the %s's group", v.Partition, name)
 			continue
 		}
-		var u admin.User
-		if err := getJSON(ctx, in.URL+"/admin/user/"+url.PathEscape(*user), &u); err != nil {
-			return err
-		}
-		raw := u.Scheduler
-		if side.name == "dialer" {
-			raw = u.Dialer
-		}
-		var v any
-		if len(raw) > 0 {
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return fmt.Errorf("admin API %s: %w", in.URL, err)
+		var d any
+		if len(side.raw) > 0 {
+			if err := json.Unmarshal(side.raw, &d); err != nil {
+				return fmt.Errorf("admin API %s: %w", side.url, err)
 			}
 		}
 		if !*showPhone {
-			v = maskPhones(v)
+			d = maskPhones(d)
 		}
-		out[side.name] = v
-		out[side.name+"_instance"] = in.URL
+		out[name], out[name+"_instance"] = d, side.url
 	}
 	b, _ := json.MarshalIndent(out, "", "  ")
 	fmt.Fprintln(stdout, string(b))
@@ -168,48 +101,33 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	q := url.Values{}
-	for _, f := range []struct{ name, v string }{{"from", *from}, {"to", *to}} {
+	q := admin.UpcomingQuery{Campaign: *campaign, Limit: *limit}
+	for _, f := range []struct {
+		name, v string
+		t       *time.Time
+	}{{"from", *from, &q.From}, {"to", *to, &q.To}} {
 		if f.v != "" {
-			if _, err := parseTime(f.name, f.v); err != nil {
+			t, err := parseTime(f.name, f.v)
+			if err != nil {
 				return err
 			}
-			q.Set(f.name, f.v)
+			*f.t = t
 		}
 	}
 	if *limit < 1 || *limit > 10000 {
 		return badFlag("limit", "%d; want 1 to 10000", *limit)
 	}
-	q.Set("limit", strconv.Itoa(*limit))
-	if *campaign != "" {
-		q.Set("campaign", *campaign)
-	}
-	t := k.topics()
-	found, missing, n, err := instances(ctx, &k, string(t.Scheduler), string(t.Onboarding))
+	c, err := adminClient(&k)
 	if err != nil {
 		return err
 	}
 	prog := newProgress("upcoming")
-	var all []admin.Upcoming
-	var answered int64
-	for i, in := range found {
-		var page admin.UpcomingPage
-		if err := getJSON(ctx, in.URL+"/admin/upcoming?"+q.Encode(), &page); err != nil {
-			return err
-		}
-		all = append(all, page.Upcoming...)
-		answered += int64(len(page.Partitions))
-		prog.update(answered, int64(n), fmt.Sprintf("partitions, %d of %d instances", i+1, len(found)))
-	}
-	prog.done()
-	slices.SortStableFunc(all, func(a, b admin.Upcoming) int {
-		if c := a.DueAt.Compare(b.DueAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.UserID+"\x00"+a.TaskID, b.UserID+"\x00"+b.TaskID)
+	all, cl, err := c.Upcoming(ctx, q, func(answered, of int32) {
+		prog.update(int64(answered), int64(of), "partitions answered")
 	})
-	if len(all) > *limit {
-		all = all[:*limit]
+	prog.done()
+	if err != nil {
+		return err
 	}
 	enc := json.NewEncoder(stdout)
 	for _, u := range all {
@@ -217,8 +135,8 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	if len(missing) > 0 {
-		fmt.Fprintf(os.Stderr, "ivrsched upcoming: partitions %v have no instance that answered (rebalancing, or no --http): their follow-ups are missing\n", missing)
+	if len(cl.Missing) > 0 {
+		fmt.Fprintf(os.Stderr, "ivrsched upcoming: partitions %v have no instance that answered (rebalancing, or no --http): their follow-ups are missing\n", cl.Missing)
 	}
 	return nil
 }
