@@ -38,6 +38,7 @@ type roleFlags struct {
 	tickGap       time.Duration
 	retain        time.Duration
 	defaultPolicy string
+	adminToken    string // a file with the web page's admin token
 	// The dialer's flags, registered by the commands that run it.
 	dialing bool
 	dialer  dialerFlags
@@ -54,6 +55,7 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	r.limits.register(fs)
 	fs.DurationVar(&r.retain, "retain", 30*24*time.Hour, "remove a user with nothing pending once its last call and last command are this old (a tombstone, reported as expired on followup-events; the dialer forgets the user too); 0 keeps every user")
 	fs.StringVar(&r.defaultPolicy, "default-policy", "window", "the calling policy while none is set (ivrsched policy set): window (08:00-21:00 in the user's local time, every day) or none (every call at its due time)")
+	fs.StringVar(&r.adminToken, "admin-token-file", "", "a file holding the token that the web page's actions (run now) ask for (default: $"+adminTokenEnv+"; neither: the actions are off)")
 	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
 }
 
@@ -111,6 +113,9 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		Default:       scheduler.DefaultFollowUp{Delay: r.defaultDelay, Action: &pb.Action{IvrScript: r.defaultScript}},
 		Logger:        log,
 		Metrics:       processRegistry(),
+	}
+	if cfg.AdminToken, err = adminToken(r.adminToken, os.Getenv); err != nil {
+		return app.Config{}, err
 	}
 	if r.dialing {
 		if err := r.dialer.apply(&cfg, os.Getenv); err != nil {
@@ -262,4 +267,24 @@ func feedDemo(ctx context.Context, cfg app.Config, run *app.Running, cmds []*pb.
 		}
 	}
 	log.Info("demo: onboarding events sent; calls follow within a minute", "users", len(cmds))
+}
+
+// adminTokenEnv holds the web page's admin token, when no file is given.
+const adminTokenEnv = "IVRSCHED_ADMIN_TOKEN"
+
+// adminToken reads the web page's admin token from file, else from the
+// environment: never from a flag value, which ps shows.
+func adminToken(file string, getenv func(string) string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(getenv(adminTokenEnv)), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", badFlag("admin-token-file", "%v", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 8 {
+		return "", badFlag("admin-token-file", "%s holds %d characters; want a token of 8 or more", file, len(tok))
+	}
+	return tok, nil
 }

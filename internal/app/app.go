@@ -56,6 +56,8 @@ type Config struct {
 	// consumer group members announce to the CLI (package admin); empty:
 	// http://<HTTP>, an unspecified host replaced by the host name.
 	AdminURL string
+	// AdminToken guards the web page's actions (run now); empty: off.
+	AdminToken string
 
 	Default scheduler.DefaultFollowUp
 	Limits  scheduler.Limits
@@ -273,6 +275,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		mountHealth(router, all)
 		mountMetrics(router, reg)
 		mountAdmin(router, cfg, run, all)
+		mountUI(router, cfg, run)
 		router.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		router.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		router.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
