@@ -83,7 +83,7 @@ func TestWebPageInChromium(t *testing.T) {
 	defer tcancel()
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			png, err := chromedp.FullScreenshot(90)(ctx, tg)
+			png, err := chromedp.FullScreenshot(100)(ctx, tg) // quality 100: PNG
 			if err != nil {
 				return chromedp.Void{}, err
 			}
