@@ -2,11 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -18,29 +15,8 @@ import (
 // follow-ups with requested and effective times and the phone masked, and
 // the call placed for a user whose follow-up fired.
 func TestUpcomingAndShow(t *testing.T) {
-	broker, web := freeAddr(t), freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var runOut syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- realMain(ctx, []string{"run", "--embedded-addr", broker, "--http", web, "--data-dir", t.TempDir(), "--log-level", "warn", "--default-policy", "none"}, &runOut, io.Discard)
-	}()
-	for !strings.Contains(runOut.String(), "web UI on") {
-		select {
-		case code := <-done:
-			t.Fatalf("run exited %d: %s", code, runOut.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	cli := func(args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if code := realMain(ctx, append(args, "--brokers", broker), &out, &errb); code != 0 {
-			t.Fatalf("%v exited %d: %s", args, code, errb.String())
-		}
-		return out.String()
-	}
+	r := startRun(t)
+	cli := r.cli
 	for i := 0; i < 8; i++ {
 		campaign := "spring"
 		if i%2 == 1 {
@@ -126,8 +102,5 @@ func TestUpcomingAndShow(t *testing.T) {
 	if calls := cli("calls", "--limit", "2", "--since", "1m"); !strings.Contains(calls, `"user_id":"u-0"`) {
 		t.Fatalf("run-now: no call for u-0: %s", calls)
 	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("run exited %d", code)
-	}
+	r.stop()
 }

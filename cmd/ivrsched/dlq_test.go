@@ -6,11 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,53 +26,8 @@ import (
 // the invalid number fails again, comes back marked, and is not replayed
 // again; once the policy allows calls, a replay of the other places its call.
 func TestDLQListAndReplay(t *testing.T) {
-	broker, web := freeAddr(t), freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var runOut syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- realMain(ctx, []string{"run", "--embedded-addr", broker, "--http", web, "--data-dir", t.TempDir(), "--log-level", "warn", "--default-policy", "none"}, &runOut, io.Discard)
-	}()
-	for !strings.Contains(runOut.String(), "web UI on") {
-		select {
-		case code := <-done:
-			t.Fatalf("run exited %d: %s", code, runOut.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	cli := func(args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if code := realMain(ctx, append(args, "--brokers", broker), &out, &errb); code != 0 {
-			t.Fatalf("%v exited %d: %s", args, code, errb.String())
-		}
-		return out.String()
-	}
-	setPolicy := func(doc string) {
-		t.Helper()
-		file := filepath.Join(t.TempDir(), "policy.yaml")
-		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		first, _, _ := strings.Cut(cli("policy", "set", "-f", file), "\n")
-		version := strings.TrimPrefix(first, "# policy set, version ")
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			resp, err := http.Get("http://" + web + "/policy")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(html.UnescapeString(string(b)), version) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the scheduler does not apply version %s", version)
-			}
-			time.Sleep(20 * time.Millisecond) // the page has no event to await
-		}
-	}
+	r := startRun(t)
+	cli, setPolicy := r.cli, r.setPolicy
 	type line struct {
 		Reason string `json:"reason"`
 		Detail string `json:"detail"`
@@ -125,7 +76,7 @@ func TestDLQListAndReplay(t *testing.T) {
 	cli("onboard", "--user", "blocked", "--phone", "+14155550123", "--task", "t1", "--delay", "1s")
 
 	// An invalid number, produced as any client could (the CLI refuses it).
-	cfg := topology.Kafka{Brokers: []string{broker}, FlushFrequency: time.Millisecond}
+	cfg := topology.Kafka{Brokers: []string{r.broker}, FlushFrequency: time.Millisecond}
 	p, err := sarama.NewSyncProducer(cfg.Brokers, cfg.Sarama())
 	if err != nil {
 		t.Fatal(err)
@@ -181,10 +132,7 @@ func TestDLQListAndReplay(t *testing.T) {
 	if ls := await(3); len(ls) != 3 {
 		t.Fatalf("the replay that succeeded was dead-lettered: %+v", ls)
 	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("run exited %d", code)
-	}
+	r.stop()
 }
 
 // Flag errors of the operator commands: exit 2, one line naming the flag.

@@ -5,14 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
-	"github.com/lovoo/goka"
-	gokacodec "github.com/lovoo/goka/codec"
-
 	"github.com/ivrsched/ivrsched/policy"
-	"github.com/ivrsched/ivrsched/topology"
 )
 
 // A pause is part of the calling policy: campaigns.<C>.paused_until in the
@@ -67,20 +62,9 @@ func changePause(ctx context.Context, k *kafkaFlags, campaign string, until *tim
 		return err
 	}
 	topic := k.topics().Policies
-	client, err := cfg.Connect(ctx)
+	raw, err := storedPolicy(ctx, cfg, topic)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", topic, err)
-	}
-	topics, err := client.Topics()
-	client.Close()
-	if err != nil {
-		return fmt.Errorf("read %s: %w", topic, err)
-	}
-	var raw []byte
-	if slices.Contains(topics, string(topic)) {
-		if raw, err = readPolicy(ctx, cfg, topic); err != nil {
-			return err
-		}
+		return err
 	}
 	if raw == nil {
 		return usageError{"no calling policy is set, and a pause is part of it: set one first (ivrsched policy set -f FILE; testdata/policy.yaml)"}
@@ -116,19 +100,8 @@ func changePause(ctx context.Context, k *kafkaFlags, campaign string, until *tim
 	if err != nil {
 		return fmt.Errorf("the paused policy does not parse (a bug): %w", err)
 	}
-	if err := topology.EnsureTopics(ctx, cfg, []topology.TopicSpec{policySpec(k.topics())}); err != nil {
-		return fmt.Errorf("topic %s: %w", topic, err)
-	}
-	em, err := goka.NewEmitter(cfg.Brokers, goka.Stream(topic), new(gokacodec.Bytes), cfg.EmitterOptions()...)
-	if err != nil {
-		return fmt.Errorf("produce to %s: %w", topic, err)
-	}
-	err = em.EmitSync(policy.Key, p.Encode())
-	if ferr := em.Finish(); err == nil {
-		err = ferr
-	}
-	if err != nil {
-		return fmt.Errorf("produce to %s: %w", topic, err)
+	if err := writePolicy(ctx, cfg, k.topics(), p); err != nil {
+		return err
 	}
 	return printPolicy(stdout, p, "set")
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -38,32 +36,15 @@ func chromiumPath(t *testing.T) string {
 // call. Screenshots go to the test's temp dir.
 func TestWebPageInChromium(t *testing.T) {
 	chrome := chromiumPath(t)
-	broker, web := freeAddr(t), freeAddr(t)
 	dir := t.TempDir()
 	const token = "s3cret-admin-token"
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var runOut syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- realMain(ctx, []string{"run", "--embedded-addr", broker, "--http", web, "--data-dir", filepath.Join(dir, "data"), "--log-level", "warn",
-			"--default-policy", "none", "--admin-token-file", tokenFile}, &runOut, io.Discard)
-	}()
-	for !strings.Contains(runOut.String(), "web UI on") {
-		select {
-		case code := <-done:
-			t.Fatalf("run exited %d: %s", code, runOut.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	var errb bytes.Buffer
-	if code := realMain(ctx, []string{"onboard", "--user", "web-user", "--phone", "+14155550142", "--task", "t1", "--campaign", "spring", "--delay", "10h", "--brokers", broker}, io.Discard, &errb); code != 0 {
-		t.Fatalf("onboard: %s", errb.String())
-	}
+	r := startRun(t, "--admin-token-file", tokenFile)
+	web, ctx := r.web, r.ctx
+	r.cli("onboard", "--user", "web-user", "--phone", "+14155550142", "--task", "t1", "--campaign", "spring", "--delay", "10h")
 	// A wrong token changes nothing.
 	resp, err := http.PostForm("http://"+web+"/ui/run-now", url.Values{"user": {"web-user"}, "task": {"t1"}, "token": {"guess"}})
 	if err != nil {
@@ -141,8 +122,5 @@ func TestWebPageInChromium(t *testing.T) {
 		}
 	}
 	t.Logf("screenshots in %s", dir)
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("run exited %d", code)
-	}
+	r.stop()
 }
