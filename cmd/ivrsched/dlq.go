@@ -68,6 +68,20 @@ func (d *dlqFlags) filter(now time.Time) (deadletter.Filter, error) {
 	return f, nil
 }
 
+// connect checks the selection flags and connects to the cluster.
+func (d *dlqFlags) connect(ctx context.Context) (deadletter.Filter, sarama.Client, error) {
+	f, err := d.filter(time.Now())
+	if err != nil {
+		return f, nil, err
+	}
+	cfg, err := d.kafka("ivrsched-dlq")
+	if err != nil {
+		return f, nil, err
+	}
+	client, err := cfg.Connect(ctx)
+	return f, client, err
+}
+
 func (d *dlqFlags) dlqTopics() []string {
 	t := d.topics()
 	return []string{string(t.SchedulerDLQ), string(t.DialerDLQ)}
@@ -115,15 +129,7 @@ func cmdDLQList(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	f, err := d.filter(time.Now())
-	if err != nil {
-		return err
-	}
-	cfg, err := d.kafka("ivrsched-dlq")
-	if err != nil {
-		return err
-	}
-	client, err := cfg.Connect(ctx)
+	f, client, err := d.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -163,15 +169,7 @@ func cmdDLQReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	if *maxReplays < 1 {
 		return badFlag("max-replays", "%d; want 1 or more", *maxReplays)
 	}
-	f, err := d.filter(time.Now())
-	if err != nil {
-		return err
-	}
-	cfg, err := d.kafka("ivrsched-dlq")
-	if err != nil {
-		return err
-	}
-	client, err := cfg.Connect(ctx)
+	f, client, err := d.connect(ctx)
 	if err != nil {
 		return err
 	}
