@@ -177,7 +177,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	return app.Run(ctx, cfg, app.Roles{Scheduler: true, Dialer: true}, func(run *app.Running) {
 		if cfg.HTTP != "" {
-			fmt.Fprintf(stdout, "web UI on http://%s/ (query a user at /query/%s/<user id>)\n", cfg.HTTP, cfg.Topics.SchedulerTable())
+			fmt.Fprintf(stdout, "web UI on http://%s/ (ivrsched's page at /ui/; query a user at /query/%s/<user id>)\n", cfg.HTTP, cfg.Topics.SchedulerTable())
 		}
 		if len(demoCmds) > 0 {
 			go feedDemo(ctx, cfg, run, demoCmds)
