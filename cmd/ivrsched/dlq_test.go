@@ -155,7 +155,7 @@ func TestOperateFlagErrors(t *testing.T) {
 		{[]string{"pause", "--campaign", "c", "--for", "9000h"}, "--for: 9000h"},
 		{[]string{"resume"}, "--campaign: required"},
 		{[]string{"scheduler", "--admin-url", "ivrsched-0:9095"}, `--admin-url: "ivrsched-0:9095"`},
-		{[]string{"run", "--admin-token-file", "/nonexistent/token"}, "--admin-token-file: open /nonexistent/token"},
+		{[]string{"run", "--admin-token-file", "/nonexistent/token", "--brokers", "127.0.0.1:1"}, "--admin-token-file: open /nonexistent/token"},
 	} {
 		var errb bytes.Buffer
 		if code := realMain(context.Background(), c.args, io.Discard, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
