@@ -17,7 +17,7 @@ BENCH_QUICK := -systems ivrsched-kafka,ivrsched-embedded,asynq-default,asynq-100
 BENCH_RETENTION := -systems none -retention 1000000 -retention-pending 100000 -retention-compact -lead 5s -crash-wait 120s
 BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000 $(BENCH_DIALER)
 
-.PHONY: run test test-clients unit vet build proto clean fuzz fuzz-short bench bench-full bench-retention bench-test redis-server
+.PHONY: run test test-clients unit vet build proto clean fuzz fuzz-short bench bench-full bench-retention bench-test redis-server chromium
 
 ## run: the whole product on an embedded broker, with sample onboarding events
 run:
@@ -25,7 +25,7 @@ run:
 
 ## test: vet, then every test (unit, end-to-end on the embedded broker, and the
 ## real Apache Kafka suite, which fetches and starts Kafka itself)
-test: vet
+test: vet chromium
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /systemtest)
 	$(GO) test -race -count=1 -timeout 20m -v ./systemtest/
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./harness/
@@ -87,6 +87,12 @@ redis-server:
 	@command -v redis-server >/dev/null || { \
 		echo "installing redis-server (Debian package)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+
+# The web page's browser test (cmd/ivrsched) drives Debian's chromium.
+chromium:
+	@command -v chromium >/dev/null || { \
+		echo "installing chromium (Debian package)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 clean:
 	rm -rf $(BIN) ivrsched-data

@@ -57,5 +57,5 @@ func Reasons() []Reason {
 		ReasonInvalidPhone, ReasonUnknownTimeZone, ReasonNegativeDelay, ReasonDelayTooLong, ReasonDueTooFarPast,
 		ReasonDueTooFarFuture, ReasonMissingTaskID, ReasonDuplicateTaskID, ReasonMissingWhen, ReasonPayloadTooLarge,
 		ReasonMisroutedForward, ReasonReservedUserID, ReasonTimeOutOfRange, ReasonRequestedAtSkew, ReasonMissingCallID,
-		ReasonUnreadableState, ReasonNoTimeZone, ReasonInvalidRepeat, ReasonNoOpening}
+		ReasonUnreadableState, ReasonNoTimeZone, ReasonInvalidRepeat, ReasonNoOpening, ReasonInvalidCallEnded}
 }

@@ -28,6 +28,7 @@ const (
 	ReasonWindow          // the due time is outside the open hours
 	ReasonBlackout        // the due time falls on a blackout date
 	ReasonCap             // the frequency cap is reached at the due time
+	ReasonPaused          // the campaign is paused at the due time (Rules.PausedUntil)
 )
 
 // String is the reason's name as reports carry it: none, window, blackout, cap.
@@ -41,6 +42,8 @@ func (r Reason) String() string {
 		return "blackout"
 	case ReasonCap:
 		return "cap"
+	case ReasonPaused:
+		return "paused"
 	}
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
@@ -105,6 +108,10 @@ func (p *Policy) Effective(r Request) (Result, error) {
 		others = capCalls(r.Recent, r.CallID)
 	}
 	t := r.Due
+	paused := false
+	if pu := c.rules.PausedUntil; pu != nil && pu.After(t) {
+		t, paused = *pu, true
+	}
 	dueOpen := false
 	for first := true; ; first = false {
 		s, e, ok := c.open(r.Zones, r.Region, t, c.spread, limit)
@@ -115,7 +122,8 @@ func (p *Policy) Effective(r Request) (Result, error) {
 			dueOpen = s.Equal(r.Due)
 		}
 		at := s
-		if s.After(t) && c.spread > 0 {
+		// A pause's end is spread like a window's opening.
+		if (s.After(t) || (first && paused)) && c.spread > 0 {
 			at = s.Add(spreadOffset(r.CallID, min(c.spread, e.Sub(s))))
 		}
 		if c.cap.Calls > 0 && !capAllows(at, c.cap, others) {
@@ -123,6 +131,9 @@ func (p *Policy) Effective(r Request) (Result, error) {
 				return Result{}, fmt.Errorf("policy: the cap refuses %s but no call is near it (a bug)", at.UTC().Format(time.RFC3339))
 			}
 			continue
+		}
+		if paused {
+			return Result{At: at, Reason: ReasonPaused}, nil
 		}
 		return c.result(r, at, dueOpen), nil
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -452,5 +453,39 @@ func TestCapHistoryIsTheLargestCap(t *testing.T) {
 	}
 	if calls, per := (*Policy)(nil).CapHistory(); calls != 0 || per != 0 {
 		t.Fatalf("no policy: %d, %v", calls, per)
+	}
+}
+
+// A paused campaign calls nobody before the pause's end; its calls go at
+// the first instant after it that the other rules allow, spread; other
+// campaigns are not paused; the pause survives the encoding.
+func TestPausedCampaign(t *testing.T) {
+	doc := "default:\n  open_hours: [{days: [mon, tue, wed, thu, fri, sat, sun], from: \"09:00\", to: \"17:00\"}]\n  spread: 10m\n" +
+		"campaigns:\n  promo:\n    paused_until: 2026-12-01T12:00:00Z\n"
+	p, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Decode(p.Encode())
+	if err != nil || q.Version() != p.Version() {
+		t.Fatalf("decode of the encoding: %v, version %s, want %s", err, q.Version(), p.Version())
+	}
+	utc := []*time.Location{time.UTC}
+	due := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	r, err := q.Effective(Request{Due: due, Zones: utc, Campaign: "promo", CallID: "c1"})
+	end := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if err != nil || r.Reason != ReasonPaused || r.At.Before(end) || !r.At.Before(end.Add(10*time.Minute)) {
+		t.Fatalf("paused: %+v, %v; want paused, within the spread after %v", r, err, end)
+	}
+	// Due after the pause's end at night: the next window, as without a pause.
+	night := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	if r, _ := q.Effective(Request{Due: night, Zones: utc, Campaign: "promo", CallID: "c1"}); r.Reason != ReasonWindow {
+		t.Fatalf("after the pause: %+v", r)
+	}
+	if r, _ := q.Effective(Request{Due: due, Zones: utc, Campaign: "other", CallID: "c1"}); !r.At.Equal(due) {
+		t.Fatalf("another campaign: %+v", r)
+	}
+	if _, err := Parse([]byte("campaigns:\n  promo:\n    paused_until: tomorrow\n")); err == nil || !strings.Contains(err.Error(), "paused_until") {
+		t.Fatalf("a bad paused_until: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+	"time"
 )
 
 // Key is the record key under which the policy is stored in the compacted
@@ -46,6 +47,8 @@ type rulesJSON struct {
 	Cap       any             `json:"cap,omitempty"` // "none" or capJSON
 	Spread    string          `json:"spread,omitempty"`
 	Retry     any             `json:"retry,omitempty"` // "none" or a map
+	// RFC 3339 in UTC.
+	PausedUntil string `json:"paused_until,omitempty"`
 }
 
 type openHoursJSON struct {
@@ -110,6 +113,9 @@ func rulesToJSON(r Rules) rulesJSON {
 	}
 	if r.Retry != nil {
 		out.Retry = retryToJSON(r.Retry)
+	}
+	if r.PausedUntil != nil {
+		out.PausedUntil = r.PausedUntil.UTC().Format(time.RFC3339Nano)
 	}
 	return out
 }

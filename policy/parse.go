@@ -226,7 +226,24 @@ func (ps *parser) document(root *yaml.Node) (Rules, map[string]Rules) {
 
 func (ps *parser) rules(path string, n *yaml.Node) Rules {
 	var r Rules
-	ps.fields(path, n, "a mapping of rules (open_hours, blackouts, cap, spread, retry)", map[string]func(string, *yaml.Node){
+	ps.fields(path, n, "a mapping of rules (open_hours, blackouts, cap, spread, retry, paused_until)", map[string]func(string, *yaml.Node){
+		"paused_until": func(path string, v *yaml.Node) {
+			v = deref(v)
+			var t time.Time
+			err := errors.New("not a scalar")
+			if v != nil && v.Kind == yaml.ScalarNode {
+				t, err = time.Parse(time.RFC3339, v.Value)
+			}
+			switch {
+			case err != nil:
+				ps.fail(path, v, "%s is not a time; accepted: RFC 3339, like 2026-12-01T09:30:00Z", describe(v))
+			case t.Year() < 2000 || t.Year() > 2199:
+				ps.fail(path, v, "%s is outside the years 2000 to 2199", v.Value)
+			default:
+				t = t.UTC()
+				r.PausedUntil = &t
+			}
+		},
 		"retry":      func(path string, v *yaml.Node) { r.Retry = ps.retry(path, v) },
 		"open_hours": func(path string, v *yaml.Node) { r.OpenHours = ps.openHours(path, v) },
 		"blackouts":  func(path string, v *yaml.Node) { r.Blackouts = ps.blackouts(path, v) },

@@ -149,7 +149,7 @@ func TestParseErrors(t *testing.T) {
 		want      []string // each must appear in the error
 	}{
 		{"unknown top-level field", "defaults: {}\n", []string{"defaults (line 1): unknown field; the document accepts campaigns, default"}},
-		{"unknown rule field", "default: {open_hour: []}\n", []string{"default.open_hour (line 1): unknown field; default accepts blackouts, cap, open_hours, retry, spread"}},
+		{"unknown rule field", "default: {open_hour: []}\n", []string{"default.open_hour (line 1): unknown field; default accepts blackouts, cap, open_hours, paused_until, retry, spread"}},
 		{"unknown field in a campaign's window", "campaigns:\n  reminder:\n    open_hours: [{days: [mon], from: \"09:00\", to: \"10:00\", tz: UTC}]\n",
 			[]string{"campaigns.reminder.open_hours[0].tz (line 3): unknown field; campaigns.reminder.open_hours[0] accepts days, from, to"}},
 		{"time without leading zero", "default: {open_hours: [{days: [mon], from: \"8:00\", to: \"21:00\"}]}\n",

@@ -29,6 +29,9 @@ const (
 	MaxCapCalls = 1000
 	// MaxBlackoutDays bounds one blackout's length (from and to included).
 	MaxBlackoutDays = 366
+	// MaxPause bounds a pause: paused_until at most this long after the
+	// due times it holds (Effective looks no further than Horizon).
+	MaxPause = 366 * 24 * time.Hour
 	// Horizon bounds the search: Effective looks this far past the due time
 	// for an allowed instant, and fails with ErrNoOpening beyond it.
 	Horizon = 400 * 24 * time.Hour
@@ -70,6 +73,11 @@ type Rules struct {
 	// A Retry with no outcome retries nothing (the document's `retry:
 	// none`).
 	Retry *Retry
+	// PausedUntil: no call is placed before this instant (`ivrsched pause
+	// --campaign C --for D` sets it in C's override; `resume` removes it).
+	// A call due before it goes at the first instant after it that the
+	// other rules allow, spread like a window's opening. Nil: not paused.
+	PausedUntil *time.Time
 }
 
 // OpenHours is one weekly rule: on each of Days, from From to To, in the
@@ -177,6 +185,9 @@ func merge(def, o Rules) Rules {
 	}
 	if o.Retry != nil {
 		def.Retry = o.Retry
+	}
+	if o.PausedUntil != nil {
+		def.PausedUntil = o.PausedUntil
 	}
 	return def
 }

@@ -2,11 +2,13 @@ package systemtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -224,6 +226,50 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	t.Logf("dead letters by reason: %v", byReason)
+
+	// ivrsched dlq against Apache Kafka: list by reason, replay the invalid
+	// numbers (they fail again, dead-lettered with the mark), replay again
+	// (nothing: the originals are committed as done, the new ones marked).
+	dlq := func(args ...string) []map[string]any {
+		t.Helper()
+		out, err := exec.Command(binary, append(args, "--brokers", brokers, "--topic-prefix", pfx, "--partitions", fmt.Sprint(parts))...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		var lines []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%v: line %q: %v", args, l, err)
+			}
+			lines = append(lines, m)
+		}
+		return lines
+	}
+	if ls := dlq("dlq", "list", "--reason", "invalid_phone"); len(ls) != perKind || ls[0]["source"].(map[string]any)["topic"] != string(topics.Onboarding) {
+		t.Fatalf("dlq list --reason invalid_phone: %d lines, first %v", len(ls), ls[0])
+	}
+	if ls := dlq("dlq", "replay", "--reason", "invalid_phone"); ls[len(ls)-1]["replayed_total"] != float64(perKind) {
+		t.Fatalf("dlq replay: %v", ls[len(ls)-1])
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) { // the dead letters have no event to await here
+		ls := dlq("dlq", "list", "--reason", "invalid_phone")
+		marked := 0
+		for _, l := range ls {
+			if l["replays"] == float64(1) {
+				marked++
+			}
+		}
+		if len(ls) == 2*perKind && marked == perKind {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the replay: %d invalid_phone dead letters, %d marked; want %d and %d", len(ls), marked, 2*perKind, perKind)
+		}
+	}
+	if ls := dlq("dlq", "replay", "--reason", "invalid_phone"); ls[len(ls)-1]["replayed_total"] != float64(0) || ls[len(ls)-1]["skipped_total"] != float64(perKind) {
+		t.Fatalf("second dlq replay: %v", ls[len(ls)-1])
+	}
 
 	events := consumeAll(t, brokers, string(topics.Events), perKind, 30*time.Second)
 	for _, m := range events {

@@ -1,11 +1,16 @@
 package systemtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 )
 
@@ -17,13 +22,16 @@ func TestRebalance(t *testing.T) {
 	prov := newProvider(t)
 	args := func(role string) []string { return append([]string{role}, roleArgs(t, brokers, pfx, parts)...) }
 	dial := start(t, "dialer", append(args("dialer"), "--provider", "webhook", "--webhook-url", prov.url())...)
-	s1 := start(t, "scheduler-1", args("scheduler")...)
-	s2 := start(t, "scheduler-2", args("scheduler")...)
-	s3 := start(t, "scheduler-3", args("scheduler")...)
+	// Each with its web server: `ivrsched upcoming` finds the three
+	// through the group and merges their answers.
+	s1 := start(t, "scheduler-1", append(args("scheduler"), "--http", freeAddr(t))...)
+	s2 := start(t, "scheduler-2", append(args("scheduler"), "--http", freeAddr(t))...)
+	s3 := start(t, "scheduler-3", append(args("scheduler"), "--http", freeAddr(t))...)
 
 	const window = 30 * time.Second
 	begin := time.Now().Add(5 * time.Second)
 	want := schedule(t, brokers, pfx, parts, spread(1500, 2, begin, window))
+	checkUpcoming(t, brokers, pfx, parts, want)
 
 	time.Sleep(time.Until(begin.Add(8 * time.Second))) // the test's schedule: mid-run
 	if err := s2.stop(); err != nil {
@@ -93,5 +101,43 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	if err := ivr.stop(); err != nil {
 		t.Fatalf("graceful stop after the broker restart: %v", err)
+	}
+}
+
+// checkUpcoming runs `ivrsched upcoming --limit 200` until every partition
+// answered (the group may still be settling): the follow-ups come in firing
+// order, each as scheduled, from all partitions, so from every instance.
+func checkUpcoming(t *testing.T, brokers, pfx string, parts int, want map[followUp]time.Time) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) { // a rebalance has no event to await here
+		cmd := exec.Command(binary, "upcoming", "--limit", "200", "--brokers", brokers, "--topic-prefix", pfx)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("upcoming: %v: %s", err, stderr.String())
+		}
+		var got []admin.Upcoming
+		seen := map[int32]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var u admin.Upcoming
+			if json.Unmarshal([]byte(l), &u) == nil {
+				got = append(got, u)
+				seen[u.Partition] = true
+			}
+		}
+		if len(got) == 200 && len(seen) == parts && stderr.Len() == 0 {
+			for i, u := range got {
+				due, ok := want[followUp{u.UserID, u.TaskID}]
+				if !ok || !due.Equal(u.DueAt) || (i > 0 && u.DueAt.Before(got[i-1].DueAt)) {
+					t.Fatalf("upcoming line %d: %+v (scheduled %v, %v)", i, u, due, ok)
+				}
+			}
+			t.Logf("upcoming: 200 follow-ups in firing order from %d partitions, %s to %s", len(seen), got[0].DueAt.Format(time.StampMilli), got[199].DueAt.Format(time.StampMilli))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("upcoming: %d lines from %d partitions; stderr %q", len(got), len(seen), stderr.String())
+		}
 	}
 }

@@ -44,6 +44,11 @@ type Kafka struct {
 	// Security is TLS and SASL to the brokers; the zero value is
 	// plaintext without authentication.
 	Security Security
+	// MemberData is the user data this process's consumer group members
+	// carry in their metadata (the admin API's announcement, package
+	// admin): `ivrsched show` and `upcoming` find the instances and the
+	// partitions each owns by describing the group.
+	MemberData []byte
 }
 
 // ErrConfig reports an invalid configuration.
@@ -107,6 +112,7 @@ func (k Kafka) Sarama() *sarama.Config {
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{goka.CopartitioningStrategy}
 	c.Consumer.Group.InstanceId = k.InstanceID
+	c.Consumer.Group.Member.UserData = k.MemberData
 	// Back soon after a broker or a partition leader is: a group join that
 	// failed (the coordinator restarting or moving) is tried again every
 	// 250 ms for 10 s, not every 2 s for 8 s, and a partition consumer

@@ -9,6 +9,11 @@
 //	ivrsched forget       erase a user (cancel everything, delete their values)
 //	ivrsched calls        print ivr-calls as JSON lines
 //	ivrsched policy       set or show the calling policy (policy set -f FILE, policy show)
+//	ivrsched dlq          list or replay dead letters (dlq list, dlq replay)
+//	ivrsched show         a user's follow-ups and recent calls (admin API)
+//	ivrsched upcoming     the next due follow-ups across all partitions (admin API)
+//	ivrsched run-now      fire a pending follow-up now
+//	ivrsched pause        pause a campaign (resume ends it)
 //
 // Run "ivrsched <command> --help" for the flags of each.
 package main
@@ -39,6 +44,12 @@ var commands = []command{
 	{"forget", "erase a user: cancel everything and delete their values from the tables", cmdForget},
 	{"calls", "print the calls on ivr-calls as JSON lines", cmdCalls},
 	{"policy", "set (policy set -f FILE) or show (policy show) the calling policy of every scheduler", cmdPolicy},
+	{"dlq", "list (dlq list) or replay (dlq replay) the dead letters, by reason and time", cmdDLQ},
+	{"show", "a user's follow-ups (requested and effective times) and recent calls", cmdShow},
+	{"upcoming", "the next due follow-ups across all partitions, from the due indexes", cmdUpcoming},
+	{"run-now", "fire a pending follow-up of a user now (a command through the scheduler)", cmdRunNow},
+	{"pause", "pause a campaign's calls for --for (part of the calling policy)", cmdPause},
+	{"resume", "end a campaign's pause: its held calls go", cmdResume},
 }
 
 func usage(w io.Writer) {
@@ -81,6 +92,6 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy)\n", args[0])
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, upcoming, run-now, pause, resume)\n", args[0])
 	return 2
 }

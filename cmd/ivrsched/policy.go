@@ -69,20 +69,8 @@ func cmdPolicySet(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	topic := k.topics().Policies
-	if err := topology.EnsureTopics(ctx, cfg, []topology.TopicSpec{policySpec(k.topics())}); err != nil {
-		return fmt.Errorf("topic %s: %w", topic, err)
-	}
-	em, err := goka.NewEmitter(cfg.Brokers, goka.Stream(topic), new(gokacodec.Bytes), cfg.EmitterOptions()...)
-	if err != nil {
-		return fmt.Errorf("produce to %s: %w", topic, err)
-	}
-	err = em.EmitSync(policy.Key, p.Encode())
-	if ferr := em.Finish(); err == nil {
-		err = ferr
-	}
-	if err != nil {
-		return fmt.Errorf("produce to %s: %w", topic, err)
+	if err := writePolicy(ctx, cfg, k.topics(), p); err != nil {
+		return err
 	}
 	return printPolicy(stdout, p, "set")
 }
@@ -100,19 +88,7 @@ func cmdPolicyShow(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	topic := k.topics().Policies
-	client, err := cfg.Connect(ctx)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", topic, err)
-	}
-	topics, err := client.Topics()
-	client.Close()
-	if err != nil {
-		return fmt.Errorf("read %s: %w", topic, err)
-	}
-	if !slices.Contains(topics, string(topic)) {
-		return printPolicy(stdout, nil, "")
-	}
-	raw, err := readPolicy(ctx, cfg, topic)
+	raw, err := storedPolicy(ctx, cfg, topic)
 	if err != nil {
 		return err
 	}
@@ -124,6 +100,44 @@ func cmdPolicyShow(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("%s holds a policy that does not parse (the schedulers keep the one before it): %w", topic, err)
 	}
 	return printPolicy(stdout, p, "in force")
+}
+
+// writePolicy writes p to the policy topic, creating it if need be.
+func writePolicy(ctx context.Context, cfg topology.Kafka, topics topology.Topics, p *policy.Policy) error {
+	topic := topics.Policies
+	if err := topology.EnsureTopics(ctx, cfg, []topology.TopicSpec{policySpec(topics)}); err != nil {
+		return fmt.Errorf("topic %s: %w", topic, err)
+	}
+	em, err := goka.NewEmitter(cfg.Brokers, goka.Stream(topic), new(gokacodec.Bytes), cfg.EmitterOptions()...)
+	if err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	err = em.EmitSync(policy.Key, p.Encode())
+	if ferr := em.Finish(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	return nil
+}
+
+// storedPolicy returns the stored policy's bytes; nil when none is set (or
+// the topic does not exist yet).
+func storedPolicy(ctx context.Context, cfg topology.Kafka, topic goka.Table) ([]byte, error) {
+	client, err := cfg.Connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", topic, err)
+	}
+	topics, err := client.Topics()
+	client.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", topic, err)
+	}
+	if !slices.Contains(topics, string(topic)) {
+		return nil, nil
+	}
+	return readPolicy(ctx, cfg, topic)
 }
 
 // readPolicy reads the topic to its end with a view and returns the

@@ -204,3 +204,18 @@ func produce(ctx context.Context, c *commandFlags, cmd *pb.Command, stdout io.Wr
 	fmt.Fprintln(stdout, codec.JSON(cmd))
 	return nil
 }
+
+func cmdRunNow(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("run-now", "Fires a pending follow-up of a user now, whatever the calling policy says (a command\n"+
+		"through the scheduler, reported as KIND_RUN_NOW on followup-events).")
+	var c commandFlags
+	c.register(fs)
+	task := fs.String("task", "", "task id of the pending follow-up (required)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if *task == "" {
+		return badFlag("task", "required; want the task id of a pending follow-up")
+	}
+	return produce(ctx, &c, &pb.Command{UserId: c.user, Command: &pb.Command_RunNow{RunNow: &pb.RunNow{TaskId: *task}}}, stdout)
+}

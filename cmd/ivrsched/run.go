@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,8 @@ type roleFlags struct {
 	tickGap       time.Duration
 	retain        time.Duration
 	defaultPolicy string
+	adminToken    string // a file with the web page's admin token
+	adminURL      string
 	// The dialer's flags, registered by the commands that run it.
 	dialing bool
 	dialer  dialerFlags
@@ -54,6 +57,8 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	r.limits.register(fs)
 	fs.DurationVar(&r.retain, "retain", 30*24*time.Hour, "remove a user with nothing pending once its last call and last command are this old (a tombstone, reported as expired on followup-events; the dialer forgets the user too); 0 keeps every user")
 	fs.StringVar(&r.defaultPolicy, "default-policy", "window", "the calling policy while none is set (ivrsched policy set): window (08:00-21:00 in the user's local time, every day) or none (every call at its due time)")
+	fs.StringVar(&r.adminURL, "admin-url", "", "the URL at which the CLI and other instances reach this instance's web server, announced in the consumer groups (default: http://<--http>, an unspecified host replaced by the host name)")
+	fs.StringVar(&r.adminToken, "admin-token-file", "", "a file holding the token that the web page's actions (run now) ask for (default: $"+adminTokenEnv+"; neither: the actions are off)")
 	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
 }
 
@@ -111,6 +116,15 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		Default:       scheduler.DefaultFollowUp{Delay: r.defaultDelay, Action: &pb.Action{IvrScript: r.defaultScript}},
 		Logger:        log,
 		Metrics:       processRegistry(),
+	}
+	if r.adminURL != "" {
+		if u, err := url.Parse(r.adminURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return app.Config{}, badFlag("admin-url", "%q; want a URL like http://ivrsched-0.ivrsched:9095", r.adminURL)
+		}
+		cfg.AdminURL = strings.TrimSuffix(r.adminURL, "/")
+	}
+	if cfg.AdminToken, err = adminToken(r.adminToken, os.Getenv); err != nil {
+		return app.Config{}, err
 	}
 	if r.dialing {
 		if err := r.dialer.apply(&cfg, os.Getenv); err != nil {
@@ -172,7 +186,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	return app.Run(ctx, cfg, app.Roles{Scheduler: true, Dialer: true}, func(run *app.Running) {
 		if cfg.HTTP != "" {
-			fmt.Fprintf(stdout, "web UI on http://%s/ (query a user at /query/%s/<user id>)\n", cfg.HTTP, cfg.Topics.SchedulerTable())
+			fmt.Fprintf(stdout, "web UI on http://%s/ (ivrsched's page at /ui/; query a user at /query/%s/<user id>)\n", cfg.HTTP, cfg.Topics.SchedulerTable())
 		}
 		if len(demoCmds) > 0 {
 			go feedDemo(ctx, cfg, run, demoCmds)
@@ -262,4 +276,24 @@ func feedDemo(ctx context.Context, cfg app.Config, run *app.Running, cmds []*pb.
 		}
 	}
 	log.Info("demo: onboarding events sent; calls follow within a minute", "users", len(cmds))
+}
+
+// adminTokenEnv holds the web page's admin token, when no file is given.
+const adminTokenEnv = "IVRSCHED_ADMIN_TOKEN"
+
+// adminToken reads the web page's admin token from file, else from the
+// environment: never from a flag value, which ps shows.
+func adminToken(file string, getenv func(string) string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(getenv(adminTokenEnv)), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", badFlag("admin-token-file", "%v", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 8 {
+		return "", badFlag("admin-token-file", "%s holds %d characters; want a token of 8 or more", file, len(tok))
+	}
+	return tok, nil
 }

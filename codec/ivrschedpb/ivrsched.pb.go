@@ -160,7 +160,7 @@ func (x Wake_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Wake_Kind.Descriptor instead.
 func (Wake_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{15, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type ScheduleEvent_Kind int32
@@ -217,6 +217,9 @@ const (
 	// time, reason why it still waits ("" if it now fires as asked).
 	// (Kinds 12 to 19 are reserved for the admin commands.)
 	ScheduleEvent_KIND_ADVANCED ScheduleEvent_Kind = 20
+	// A RunNow moved the pending follow-up to now: due_at is the new
+	// effective time, requested_at as asked.
+	ScheduleEvent_KIND_RUN_NOW ScheduleEvent_Kind = 13
 )
 
 // Enum value maps for ScheduleEvent_Kind.
@@ -235,6 +238,7 @@ var (
 		10: "KIND_EXHAUSTED",
 		11: "KIND_TOO_OLD",
 		20: "KIND_ADVANCED",
+		13: "KIND_RUN_NOW",
 	}
 	ScheduleEvent_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED":  0,
@@ -250,6 +254,7 @@ var (
 		"KIND_EXHAUSTED":    10,
 		"KIND_TOO_OLD":      11,
 		"KIND_ADVANCED":     20,
+		"KIND_RUN_NOW":      13,
 	}
 )
 
@@ -277,13 +282,13 @@ func (x ScheduleEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScheduleEvent_Kind.Descriptor instead.
 func (ScheduleEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{18, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{19, 0}
 }
 
 // Command is the scheduler's input on the `onboarding` topic. The Kafka key is
 // the user id. Every command of one user travels on this one topic, so their
 // order holds.
-// Next ID: 8
+// Next ID: 11
 type Command struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -294,6 +299,7 @@ type Command struct {
 	//	*Command_Reschedule
 	//	*Command_Forget
 	//	*Command_CallEnded
+	//	*Command_RunNow
 	Command isCommand_Command `protobuf_oneof:"command"`
 	// When the producer issued the command. Relative delays count from here
 	// (for Onboard: from onboarded_at when that is set). Unset: the Kafka
@@ -392,6 +398,15 @@ func (x *Command) GetCallEnded() *CallEnded {
 	return nil
 }
 
+func (x *Command) GetRunNow() *RunNow {
+	if x != nil {
+		if x, ok := x.Command.(*Command_RunNow); ok {
+			return x.RunNow
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetRequestedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RequestedAt
@@ -423,6 +438,10 @@ type Command_CallEnded struct {
 	CallEnded *CallEnded `protobuf:"bytes,7,opt,name=call_ended,json=callEnded,proto3,oneof"`
 }
 
+type Command_RunNow struct {
+	RunNow *RunNow `protobuf:"bytes,10,opt,name=run_now,json=runNow,proto3,oneof"`
+}
+
 func (*Command_Onboard) isCommand_Command() {}
 
 func (*Command_Cancel) isCommand_Command() {}
@@ -432,6 +451,8 @@ func (*Command_Reschedule) isCommand_Command() {}
 func (*Command_Forget) isCommand_Command() {}
 
 func (*Command_CallEnded) isCommand_Command() {}
+
+func (*Command_RunNow) isCommand_Command() {}
 
 // Onboard registers (or updates) a user and schedules follow-ups. Follow-ups
 // are upserted by task id: a task id that is already pending is replaced.
@@ -954,6 +975,58 @@ func (x *CallEnded) GetDetail() string {
 	return ""
 }
 
+// RunNow fires a pending follow-up of the user now (`ivrsched run-now`): its
+// effective time becomes the command's issue time, and it fires at once,
+// whatever the calling policy says (an operator's explicit action; its
+// policy_version is set to the version in force, so the tick does not check
+// it again). Its requested time, and so its call id, stay. Reported as
+// KIND_RUN_NOW; a task that is not pending gives KIND_TOO_LATE or
+// KIND_UNKNOWN_TASK.
+// Next ID: 2
+type RunNow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunNow) Reset() {
+	*x = RunNow{}
+	mi := &file_ivrsched_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunNow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunNow) ProtoMessage() {}
+
+func (x *RunNow) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunNow.ProtoReflect.Descriptor instead.
+func (*RunNow) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RunNow) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
 // Reschedule moves one pending follow-up to a new due time.
 // Next ID: 4
 type Reschedule struct {
@@ -970,7 +1043,7 @@ type Reschedule struct {
 
 func (x *Reschedule) Reset() {
 	*x = Reschedule{}
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1055,7 @@ func (x *Reschedule) String() string {
 func (*Reschedule) ProtoMessage() {}
 
 func (x *Reschedule) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[8]
+	mi := &file_ivrsched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1068,7 @@ func (x *Reschedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reschedule.ProtoReflect.Descriptor instead.
 func (*Reschedule) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{8}
+	return file_ivrsched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Reschedule) GetTaskId() string {
@@ -1083,7 +1156,7 @@ type UserState struct {
 
 func (x *UserState) Reset() {
 	*x = UserState{}
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1168,7 @@ func (x *UserState) String() string {
 func (*UserState) ProtoMessage() {}
 
 func (x *UserState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[9]
+	mi := &file_ivrsched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1181,7 @@ func (x *UserState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserState.ProtoReflect.Descriptor instead.
 func (*UserState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{9}
+	return file_ivrsched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UserState) GetUserId() string {
@@ -1195,7 +1268,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_ivrsched_proto_msgTypes[10]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1280,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[10]
+	mi := &file_ivrsched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1293,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{10}
+	return file_ivrsched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Position) GetDueAt() *timestamppb.Timestamp {
@@ -1271,7 +1344,7 @@ type FiredThrough struct {
 
 func (x *FiredThrough) Reset() {
 	*x = FiredThrough{}
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1356,7 @@ func (x *FiredThrough) String() string {
 func (*FiredThrough) ProtoMessage() {}
 
 func (x *FiredThrough) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[11]
+	mi := &file_ivrsched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1369,7 @@ func (x *FiredThrough) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiredThrough.ProtoReflect.Descriptor instead.
 func (*FiredThrough) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{11}
+	return file_ivrsched_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FiredThrough) GetThrough() *Position {
@@ -1394,7 +1467,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1479,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[12]
+	mi := &file_ivrsched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1492,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{12}
+	return file_ivrsched_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Task) GetTaskId() string {
@@ -1549,7 +1622,7 @@ type FiredTask struct {
 
 func (x *FiredTask) Reset() {
 	*x = FiredTask{}
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1634,7 @@ func (x *FiredTask) String() string {
 func (*FiredTask) ProtoMessage() {}
 
 func (x *FiredTask) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[13]
+	mi := &file_ivrsched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1647,7 @@ func (x *FiredTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiredTask.ProtoReflect.Descriptor instead.
 func (*FiredTask) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{13}
+	return file_ivrsched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FiredTask) GetTask() *Task {
@@ -1615,7 +1688,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1700,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[14]
+	mi := &file_ivrsched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1713,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{14}
+	return file_ivrsched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Tick) GetPartition() int32 {
@@ -1681,7 +1754,7 @@ type Wake struct {
 
 func (x *Wake) Reset() {
 	*x = Wake{}
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1766,7 @@ func (x *Wake) String() string {
 func (*Wake) ProtoMessage() {}
 
 func (x *Wake) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[15]
+	mi := &file_ivrsched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1779,7 @@ func (x *Wake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wake.ProtoReflect.Descriptor instead.
 func (*Wake) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{15}
+	return file_ivrsched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Wake) GetKind() Wake_Kind {
@@ -1760,7 +1833,7 @@ type IVRCall struct {
 
 func (x *IVRCall) Reset() {
 	*x = IVRCall{}
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1845,7 @@ func (x *IVRCall) String() string {
 func (*IVRCall) ProtoMessage() {}
 
 func (x *IVRCall) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[16]
+	mi := &file_ivrsched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1858,7 @@ func (x *IVRCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IVRCall.ProtoReflect.Descriptor instead.
 func (*IVRCall) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{16}
+	return file_ivrsched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IVRCall) GetCallId() string {
@@ -1891,7 +1964,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1976,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[17]
+	mi := &file_ivrsched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +1989,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{17}
+	return file_ivrsched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CallResult) GetCallId() string {
@@ -2005,7 +2078,7 @@ type ScheduleEvent struct {
 
 func (x *ScheduleEvent) Reset() {
 	*x = ScheduleEvent{}
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2090,7 @@ func (x *ScheduleEvent) String() string {
 func (*ScheduleEvent) ProtoMessage() {}
 
 func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[18]
+	mi := &file_ivrsched_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2103,7 @@ func (x *ScheduleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleEvent.ProtoReflect.Descriptor instead.
 func (*ScheduleEvent) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{18}
+	return file_ivrsched_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScheduleEvent) GetUserId() string {
@@ -2122,7 +2195,7 @@ type DialerState struct {
 
 func (x *DialerState) Reset() {
 	*x = DialerState{}
-	mi := &file_ivrsched_proto_msgTypes[19]
+	mi := &file_ivrsched_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2207,7 @@ func (x *DialerState) String() string {
 func (*DialerState) ProtoMessage() {}
 
 func (x *DialerState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[19]
+	mi := &file_ivrsched_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2220,7 @@ func (x *DialerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialerState.ProtoReflect.Descriptor instead.
 func (*DialerState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{19}
+	return file_ivrsched_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DialerState) GetCalls() []*DialRecord {
@@ -2187,7 +2260,7 @@ type DialRecord struct {
 
 func (x *DialRecord) Reset() {
 	*x = DialRecord{}
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2272,7 @@ func (x *DialRecord) String() string {
 func (*DialRecord) ProtoMessage() {}
 
 func (x *DialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2285,7 @@ func (x *DialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialRecord.ProtoReflect.Descriptor instead.
 func (*DialRecord) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{20}
+	return file_ivrsched_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DialRecord) GetCallId() string {
@@ -2303,7 +2376,7 @@ type CallStatus struct {
 
 func (x *CallStatus) Reset() {
 	*x = CallStatus{}
-	mi := &file_ivrsched_proto_msgTypes[21]
+	mi := &file_ivrsched_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2315,7 +2388,7 @@ func (x *CallStatus) String() string {
 func (*CallStatus) ProtoMessage() {}
 
 func (x *CallStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[21]
+	mi := &file_ivrsched_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2401,7 @@ func (x *CallStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallStatus.ProtoReflect.Descriptor instead.
 func (*CallStatus) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{21}
+	return file_ivrsched_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CallStatus) GetCallId() string {
@@ -2419,7 +2492,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_ivrsched_proto_msgTypes[22]
+	mi := &file_ivrsched_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2504,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[22]
+	mi := &file_ivrsched_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2517,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{22}
+	return file_ivrsched_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeadLetter) GetReason() string {
@@ -2536,7 +2609,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_ivrsched_proto_msgTypes[23]
+	mi := &file_ivrsched_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2621,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[23]
+	mi := &file_ivrsched_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2634,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{23}
+	return file_ivrsched_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Header) GetKey() string {
@@ -2582,7 +2655,7 @@ var File_ivrsched_proto protoreflect.FileDescriptor
 
 const file_ivrsched_proto_rawDesc = "" +
 	"\n" +
-	"\x0eivrsched.proto\x12\vivrsched.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x02\n" +
+	"\x0eivrsched.proto\x12\vivrsched.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x03\n" +
 	"\aCommand\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x120\n" +
 	"\aonboard\x18\x02 \x01(\v2\x14.ivrsched.v1.OnboardH\x00R\aonboard\x12-\n" +
@@ -2592,7 +2665,9 @@ const file_ivrsched_proto_rawDesc = "" +
 	"reschedule\x12-\n" +
 	"\x06forget\x18\x06 \x01(\v2\x13.ivrsched.v1.ForgetH\x00R\x06forget\x127\n" +
 	"\n" +
-	"call_ended\x18\a \x01(\v2\x16.ivrsched.v1.CallEndedH\x00R\tcallEnded\x12=\n" +
+	"call_ended\x18\a \x01(\v2\x16.ivrsched.v1.CallEndedH\x00R\tcallEnded\x12.\n" +
+	"\arun_now\x18\n" +
+	" \x01(\v2\x13.ivrsched.v1.RunNowH\x00R\x06runNow\x12=\n" +
 	"\frequested_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAtB\t\n" +
 	"\acommand\"\xb1\x01\n" +
 	"\aOnboard\x12\x14\n" +
@@ -2627,7 +2702,9 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12.\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x14.ivrsched.v1.OutcomeR\aoutcome\x12\x16\n" +
-	"\x06detail\x18\x05 \x01(\tR\x06detail\"\x95\x01\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"!\n" +
+	"\x06RunNow\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x95\x01\n" +
 	"\n" +
 	"Reschedule\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
@@ -2725,7 +2802,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
 	"\x05final\x18\b \x01(\bR\x05final\x12(\n" +
-	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\x81\x05\n" +
+	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\x93\x05\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -2737,7 +2814,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\frequested_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1a\n" +
 	"\bblackout\x18\n" +
-	" \x01(\tR\bblackout\"\x85\x02\n" +
+	" \x01(\tR\bblackout\"\x97\x02\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x01\x12\x14\n" +
@@ -2753,7 +2830,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x0eKIND_EXHAUSTED\x10\n" +
 	"\x12\x10\n" +
 	"\fKIND_TOO_OLD\x10\v\x12\x11\n" +
-	"\rKIND_ADVANCED\x10\x14\"o\n" +
+	"\rKIND_ADVANCED\x10\x14\x12\x10\n" +
+	"\fKIND_RUN_NOW\x10\r\"o\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\x121\n" +
 	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\xb3\x02\n" +
@@ -2821,7 +2899,7 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 }
 
 var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
 	(Wake_Kind)(0),                // 1: ivrsched.v1.Wake.Kind
@@ -2834,90 +2912,92 @@ var file_ivrsched_proto_goTypes = []any{
 	(*Cancel)(nil),                // 8: ivrsched.v1.Cancel
 	(*Forget)(nil),                // 9: ivrsched.v1.Forget
 	(*CallEnded)(nil),             // 10: ivrsched.v1.CallEnded
-	(*Reschedule)(nil),            // 11: ivrsched.v1.Reschedule
-	(*UserState)(nil),             // 12: ivrsched.v1.UserState
-	(*Position)(nil),              // 13: ivrsched.v1.Position
-	(*FiredThrough)(nil),          // 14: ivrsched.v1.FiredThrough
-	(*Task)(nil),                  // 15: ivrsched.v1.Task
-	(*FiredTask)(nil),             // 16: ivrsched.v1.FiredTask
-	(*Tick)(nil),                  // 17: ivrsched.v1.Tick
-	(*Wake)(nil),                  // 18: ivrsched.v1.Wake
-	(*IVRCall)(nil),               // 19: ivrsched.v1.IVRCall
-	(*CallResult)(nil),            // 20: ivrsched.v1.CallResult
-	(*ScheduleEvent)(nil),         // 21: ivrsched.v1.ScheduleEvent
-	(*DialerState)(nil),           // 22: ivrsched.v1.DialerState
-	(*DialRecord)(nil),            // 23: ivrsched.v1.DialRecord
-	(*CallStatus)(nil),            // 24: ivrsched.v1.CallStatus
-	(*DeadLetter)(nil),            // 25: ivrsched.v1.DeadLetter
-	(*Header)(nil),                // 26: ivrsched.v1.Header
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(*RunNow)(nil),                // 11: ivrsched.v1.RunNow
+	(*Reschedule)(nil),            // 12: ivrsched.v1.Reschedule
+	(*UserState)(nil),             // 13: ivrsched.v1.UserState
+	(*Position)(nil),              // 14: ivrsched.v1.Position
+	(*FiredThrough)(nil),          // 15: ivrsched.v1.FiredThrough
+	(*Task)(nil),                  // 16: ivrsched.v1.Task
+	(*FiredTask)(nil),             // 17: ivrsched.v1.FiredTask
+	(*Tick)(nil),                  // 18: ivrsched.v1.Tick
+	(*Wake)(nil),                  // 19: ivrsched.v1.Wake
+	(*IVRCall)(nil),               // 20: ivrsched.v1.IVRCall
+	(*CallResult)(nil),            // 21: ivrsched.v1.CallResult
+	(*ScheduleEvent)(nil),         // 22: ivrsched.v1.ScheduleEvent
+	(*DialerState)(nil),           // 23: ivrsched.v1.DialerState
+	(*DialRecord)(nil),            // 24: ivrsched.v1.DialRecord
+	(*CallStatus)(nil),            // 25: ivrsched.v1.CallStatus
+	(*DeadLetter)(nil),            // 26: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 27: ivrsched.v1.Header
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
 	4,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
 	8,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
-	11, // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
+	12, // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
 	9,  // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
 	10, // 4: ivrsched.v1.Command.call_ended:type_name -> ivrsched.v1.CallEnded
-	27, // 5: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	27, // 6: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
-	5,  // 7: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	28, // 8: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	27, // 9: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
-	7,  // 10: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
-	6,  // 11: ivrsched.v1.FollowUp.repeat:type_name -> ivrsched.v1.Repeat
-	27, // 12: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
-	0,  // 13: ivrsched.v1.CallEnded.outcome:type_name -> ivrsched.v1.Outcome
-	28, // 14: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	27, // 15: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	27, // 16: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
-	15, // 17: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
-	16, // 18: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
-	14, // 19: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
-	27, // 20: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
-	27, // 21: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
-	13, // 22: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
-	13, // 23: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
-	27, // 24: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
-	13, // 25: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
-	27, // 26: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
-	7,  // 27: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
-	27, // 28: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
-	6,  // 29: ivrsched.v1.Task.repeat:type_name -> ivrsched.v1.Repeat
-	27, // 30: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
-	0,  // 31: ivrsched.v1.Task.outcome:type_name -> ivrsched.v1.Outcome
-	27, // 32: ivrsched.v1.Task.first_requested_at:type_name -> google.protobuf.Timestamp
-	15, // 33: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	27, // 34: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	27, // 35: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
-	13, // 36: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
-	1,  // 37: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
-	27, // 38: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
-	27, // 39: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
-	27, // 40: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	27, // 41: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
-	7,  // 42: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	27, // 43: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
-	0,  // 44: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	27, // 45: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
-	2,  // 46: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	27, // 47: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	27, // 48: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
-	27, // 49: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
-	23, // 50: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
-	19, // 51: ivrsched.v1.DialerState.in_flight:type_name -> ivrsched.v1.IVRCall
-	0,  // 52: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	27, // 53: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	0,  // 54: ivrsched.v1.CallStatus.outcome:type_name -> ivrsched.v1.Outcome
-	27, // 55: ivrsched.v1.CallStatus.at:type_name -> google.protobuf.Timestamp
-	27, // 56: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
-	26, // 57: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
-	27, // 58: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	11, // 5: ivrsched.v1.Command.run_now:type_name -> ivrsched.v1.RunNow
+	28, // 6: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	28, // 7: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	5,  // 8: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
+	29, // 9: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	28, // 10: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	7,  // 11: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
+	6,  // 12: ivrsched.v1.FollowUp.repeat:type_name -> ivrsched.v1.Repeat
+	28, // 13: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
+	0,  // 14: ivrsched.v1.CallEnded.outcome:type_name -> ivrsched.v1.Outcome
+	29, // 15: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	28, // 16: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	28, // 17: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	16, // 18: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
+	17, // 19: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
+	15, // 20: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
+	28, // 21: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
+	28, // 22: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
+	14, // 23: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
+	14, // 24: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
+	28, // 25: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
+	14, // 26: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
+	28, // 27: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	7,  // 28: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
+	28, // 29: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
+	6,  // 30: ivrsched.v1.Task.repeat:type_name -> ivrsched.v1.Repeat
+	28, // 31: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
+	0,  // 32: ivrsched.v1.Task.outcome:type_name -> ivrsched.v1.Outcome
+	28, // 33: ivrsched.v1.Task.first_requested_at:type_name -> google.protobuf.Timestamp
+	16, // 34: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
+	28, // 35: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	28, // 36: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	14, // 37: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
+	1,  // 38: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
+	28, // 39: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
+	28, // 40: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
+	28, // 41: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	28, // 42: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	7,  // 43: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
+	28, // 44: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	0,  // 45: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
+	28, // 46: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	2,  // 47: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
+	28, // 48: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	28, // 49: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	28, // 50: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
+	24, // 51: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
+	20, // 52: ivrsched.v1.DialerState.in_flight:type_name -> ivrsched.v1.IVRCall
+	0,  // 53: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
+	28, // 54: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	0,  // 55: ivrsched.v1.CallStatus.outcome:type_name -> ivrsched.v1.Outcome
+	28, // 56: ivrsched.v1.CallStatus.at:type_name -> google.protobuf.Timestamp
+	28, // 57: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	27, // 58: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	28, // 59: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -2931,12 +3011,13 @@ func file_ivrsched_proto_init() {
 		(*Command_Reschedule)(nil),
 		(*Command_Forget)(nil),
 		(*Command_CallEnded)(nil),
+		(*Command_RunNow)(nil),
 	}
 	file_ivrsched_proto_msgTypes[2].OneofWrappers = []any{
 		(*FollowUp_Delay)(nil),
 		(*FollowUp_DueAt)(nil),
 	}
-	file_ivrsched_proto_msgTypes[8].OneofWrappers = []any{
+	file_ivrsched_proto_msgTypes[9].OneofWrappers = []any{
 		(*Reschedule_Delay)(nil),
 		(*Reschedule_DueAt)(nil),
 	}
@@ -2946,7 +3027,7 @@ func file_ivrsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
@@ -51,6 +52,12 @@ type Config struct {
 	DataDir string
 	// HTTP is the web UI's listen address; empty means no web UI.
 	HTTP string
+	// AdminURL is the address of this process's web server that its
+	// consumer group members announce to the CLI (package admin); empty:
+	// http://<HTTP>, an unspecified host replaced by the host name.
+	AdminURL string
+	// AdminToken guards the web page's actions (run now); empty: off.
+	AdminToken string
 
 	Default scheduler.DefaultFollowUp
 	Limits  scheduler.Limits
@@ -148,6 +155,9 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		return err
 	}
 	log := cfg.logger()
+	if cfg.HTTP != "" {
+		cfg.Kafka.MemberData = admin.Announcement{URL: announceURL(cfg)}.Encode()
+	}
 	if err := topology.EnsureTopics(ctx, cfg.Kafka, cfg.Topics.Specs()); err != nil {
 		return fmt.Errorf("topics: %w", err)
 	}
@@ -264,6 +274,8 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	if cfg.HTTP != "" {
 		mountHealth(router, all)
 		mountMetrics(router, reg)
+		mountAdmin(router, cfg, run, all)
+		mountUI(router, cfg, run)
 		router.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		router.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		router.HandleFunc("/debug/pprof/symbol", pprof.Symbol)

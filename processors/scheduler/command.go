@@ -90,6 +90,8 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 			return
 		}
 		changed = moved || changed
+	case *pb.Command_RunNow:
+		changed = s.runNow(ctx, st, cc.RunNow.GetTaskId(), issued) || changed
 	}
 	// A follow-up now scheduled at or before the fired mark would never be
 	// fired by a tick: it fires here, or is held until it is due.

@@ -160,6 +160,11 @@ func validateCommand(cmd *pb.Command, c *checked, lim Limits) error {
 		return nil
 	case *pb.Command_CallEnded:
 		return validateCallEnded(cc.CallEnded)
+	case *pb.Command_RunNow:
+		if cc.RunNow.GetTaskId() == "" {
+			return reject(deadletter.ReasonMissingTaskID, "run-now needs a task id")
+		}
+		return nil
 	case *pb.Command_Reschedule:
 		r := cc.Reschedule
 		if r.GetTaskId() == "" {

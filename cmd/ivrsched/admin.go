@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/ivrsched/ivrsched/admin"
+	"github.com/ivrsched/ivrsched/internal/redact"
+)
+
+func adminClient(k *kafkaFlags) (*admin.Client, error) {
+	cfg, err := k.kafka("ivrsched-admin")
+	if err != nil {
+		return nil, err
+	}
+	return &admin.Client{Kafka: cfg, Topics: k.topics()}, nil
+}
+
+func cmdShow(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("show", "Prints a user's follow-ups (requested and effective times, why deferred) and recent\n"+
+		"calls as JSON: the scheduler's and the dialer's table values, asked of the instances\n"+
+		"that own the user's partition (found through the consumer groups). Phone numbers\n"+
+		"are masked unless --show-phone.")
+	var k kafkaFlags
+	k.register(fs, defaultBrokers)
+	user := fs.String("user", "", "user id (required)")
+	showPhone := fs.Bool("show-phone", false, "print phone numbers in full")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *user == "" {
+		return badFlag("user", "required; want a user id")
+	}
+	c, err := adminClient(&k)
+	if err != nil {
+		return err
+	}
+	v, err := c.User(ctx, *user)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"user_id": v.UserID, "partition": v.Partition}
+	for name, side := range map[string]struct {
+		raw json.RawMessage
+		url string
+	}{"scheduler": {v.Scheduler, v.SchedulerURL}, "dialer": {v.Dialer, v.DialerURL}} {
+		if side.url == "" {
+			out[name] = fmt.Sprintf("no instance with a web server owns partition %d of the %s's group", v.Partition, name)
+			continue
+		}
+		var d any
+		if len(side.raw) > 0 {
+			if err := json.Unmarshal(side.raw, &d); err != nil {
+				return fmt.Errorf("admin API %s: %w", side.url, err)
+			}
+		}
+		if !*showPhone {
+			d = maskPhones(d)
+		}
+		out[name], out[name+"_instance"] = d, side.url
+	}
+	b, _ := json.MarshalIndent(out, "", "  ")
+	fmt.Fprintln(stdout, string(b))
+	return nil
+}
+
+// maskPhones masks the values of "phone" fields in decoded JSON.
+func maskPhones(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok && k == "phone" {
+				x[k] = redact.Phone(s)
+			} else {
+				x[k] = maskPhones(e)
+			}
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = maskPhones(e)
+		}
+	}
+	return v
+}
+
+func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("upcoming", "Prints the next due follow-ups across all partitions as JSON lines, in firing order:\n"+
+		"each scheduler instance (found through the consumer group) answers from the due\n"+
+		"indexes of the partitions it owns (no table scan); the CLI merges them. Shows\n"+
+		"progress on a terminal.")
+	var k kafkaFlags
+	k.register(fs, defaultBrokers)
+	from := fs.String("from", "", "only follow-ups due at or after this RFC 3339 time (default: all pending)")
+	to := fs.String("to", "", "only follow-ups due at or before this RFC 3339 time")
+	campaign := fs.String("campaign", "", "only follow-ups of this campaign")
+	limit := fs.Int("limit", 20, "how many follow-ups, 1 to 10000")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	q := admin.UpcomingQuery{Campaign: *campaign, Limit: *limit}
+	for _, f := range []struct {
+		name, v string
+		t       *time.Time
+	}{{"from", *from, &q.From}, {"to", *to, &q.To}} {
+		if f.v != "" {
+			t, err := parseTime(f.name, f.v)
+			if err != nil {
+				return err
+			}
+			*f.t = t
+		}
+	}
+	if *limit < 1 || *limit > 10000 {
+		return badFlag("limit", "%d; want 1 to 10000", *limit)
+	}
+	c, err := adminClient(&k)
+	if err != nil {
+		return err
+	}
+	prog := newProgress("upcoming")
+	all, cl, err := c.Upcoming(ctx, q, func(answered, of int32) {
+		prog.update(int64(answered), int64(of), "partitions answered")
+	})
+	prog.done()
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	for _, u := range all {
+		if err := enc.Encode(u); err != nil {
+			return err
+		}
+	}
+	if len(cl.Missing) > 0 {
+		fmt.Fprintf(os.Stderr, "ivrsched upcoming: partitions %v have no instance that answered (rebalancing, or no --http): their follow-ups are missing\n", cl.Missing)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ivrsched/ivrsched/policy"
+)
+
+// A pause is part of the calling policy: campaigns.<C>.paused_until in the
+// ivr-policies topic, which every scheduler reads. Pause and resume read
+// the policy, change that one field and write it back (docs/design.md,
+// "Operate: pause and resume").
+
+func cmdPause(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("pause", "Pauses a campaign: its follow-ups due before the pause's end are held, not fired, and\n"+
+		"go at the end (or at the next opening of the calling window after it, spread like an\n"+
+		"opening); 'resume' ends it early, and they go at once (inside the window). None is\n"+
+		"skipped. The pause is part of the calling policy (campaigns.<C>.paused_until), which\n"+
+		"must be set (policy set -f).")
+	var k kafkaFlags
+	k.register(fs, defaultBrokers)
+	campaign := fs.String("campaign", "", "campaign id (Action.campaign_id) to pause (required)")
+	dur := fs.Duration("for", 24*time.Hour, "how long, up to 366 days (8784h)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *campaign == "":
+		return badFlag("campaign", "required; want a campaign id")
+	case *dur <= 0 || *dur > policy.MaxPause:
+		return badFlag("for", "%v; want a duration above 0 and at most 8784h", *dur)
+	}
+	until := time.Now().Add(*dur).UTC().Truncate(time.Second)
+	return changePause(ctx, &k, *campaign, &until, stdout)
+}
+
+func cmdResume(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("resume", "Ends a campaign's pause: its held follow-ups go at once, or at the next opening of\n"+
+		"the calling window (the schedulers' sweep of deferred follow-ups moves them).")
+	var k kafkaFlags
+	k.register(fs, defaultBrokers)
+	campaign := fs.String("campaign", "", "campaign id to resume (required)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *campaign == "" {
+		return badFlag("campaign", "required; want a campaign id")
+	}
+	return changePause(ctx, &k, *campaign, nil, stdout)
+}
+
+// changePause sets (until) or removes (nil) the pause of campaign in the
+// stored policy and writes it back. Two operators changing the policy at
+// the same moment: the later write wins.
+func changePause(ctx context.Context, k *kafkaFlags, campaign string, until *time.Time, stdout io.Writer) error {
+	cfg, err := k.kafka("ivrsched-cli")
+	if err != nil {
+		return err
+	}
+	topic := k.topics().Policies
+	raw, err := storedPolicy(ctx, cfg, topic)
+	if err != nil {
+		return err
+	}
+	if raw == nil {
+		return usageError{"no calling policy is set, and a pause is part of it: set one first (ivrsched policy set -f FILE; testdata/policy.yaml)"}
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return fmt.Errorf("%s holds a policy that does not parse: %w", topic, err)
+	}
+	camps, _ := doc["campaigns"].(map[string]any)
+	if camps == nil {
+		camps = map[string]any{}
+	}
+	rules, _ := camps[campaign].(map[string]any)
+	if rules == nil {
+		rules = map[string]any{}
+	}
+	if until != nil {
+		rules["paused_until"] = until.Format(time.RFC3339)
+	} else {
+		if _, ok := rules["paused_until"]; !ok {
+			return usageError{fmt.Sprintf("campaign %q is not paused", campaign)}
+		}
+		delete(rules, "paused_until")
+	}
+	if len(rules) == 0 {
+		delete(camps, campaign)
+	} else {
+		camps[campaign] = rules
+	}
+	doc["campaigns"] = camps
+	b, _ := json.Marshal(doc)
+	p, err := policy.Parse(b)
+	if err != nil {
+		return fmt.Errorf("the paused policy does not parse (a bug): %w", err)
+	}
+	if err := writePolicy(ctx, cfg, k.topics(), p); err != nil {
+		return err
+	}
+	return printPolicy(stdout, p, "set")
+}

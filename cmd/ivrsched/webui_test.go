@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath finds Debian's chromium (make test installs it). Under
+// CI=true its absence fails the test; elsewhere it skips.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium not found (apt-get install chromium; make test installs it)")
+	}
+	t.Skip("chromium not found (apt-get install chromium)")
+	return ""
+}
+
+// The web page in headless Chromium on `ivrsched run`: the page lists the
+// upcoming call; looking the user up shows the follow-up with the phone
+// masked; Run now with the admin token fires it, and the page shows the
+// call. Screenshots go to the test's temp dir.
+func TestWebPageInChromium(t *testing.T) {
+	chrome := chromiumPath(t)
+	dir := t.TempDir()
+	const token = "s3cret-admin-token"
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "--admin-token-file", tokenFile)
+	web, ctx := r.web, r.ctx
+	r.cli("onboard", "--user", "web-user", "--phone", "+14155550142", "--task", "t1", "--campaign", "spring", "--delay", "10h")
+	// A wrong token changes nothing.
+	resp, err := http.PostForm("http://"+web+"/ui/run-now", url.Values{"user": {"web-user"}, "task": {"t1"}, "token": {"guess"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("run now with a wrong token: %s", resp.Status)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1200, 1000))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	bctx, tcancel := context.WithTimeout(bctx, 60*time.Second)
+	defer tcancel()
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg) // quality 100: PNG
+			if err != nil {
+				return chromedp.Void{}, err
+			}
+			return chromedp.Void{}, os.WriteFile(filepath.Join(dir, name), png, 0o644)
+		}
+	}
+	text := func(sel string, into *string) chromedp.Action[chromedp.Void] {
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			s, err := chromedp.Text(chromedp.CSS(sel))(ctx, tg)
+			*into = s
+			return chromedp.Void{}, err
+		}
+	}
+	// The onboarding reaches the scheduler's index asynchronously: the
+	// page is loaded until the upcoming call shows.
+	var upcoming string
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(upcoming, "web-user"); {
+		if err := chromedp.Do(bctx, chromedp.Navigate("http://"+web+"/ui/"), text("#upcoming", &upcoming)); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("upcoming calls on the page: %q", upcoming)
+		}
+	}
+	var pending, page, calls string
+	if err := chromedp.Do(bctx,
+		shot("1-upcoming.png"),
+		chromedp.SetValue(chromedp.CSS("#user"), "web-user"),
+		chromedp.Click(chromedp.CSS("#lookup-button")),
+		chromedp.WaitVisible(chromedp.CSS("#pending tr.task")),
+		text("#pending", &pending),
+		text("html", &page),
+		shot("2-user.png"),
+		chromedp.SetValue(chromedp.CSS("#pending input.token"), token),
+		chromedp.Click(chromedp.CSS("#pending button.run-now")),
+		// The page refreshes every second until the call shows.
+		chromedp.WaitVisible(chromedp.CSS("#calls tr.call")),
+		text("#calls", &calls),
+		shot("3-called.png"),
+	); err != nil {
+		t.Fatalf("browser: %v (pending %q, calls %q)", err, pending, calls)
+	}
+	if !strings.Contains(pending, "t1") || !strings.Contains(pending, "spring") {
+		t.Fatalf("the user's pending follow-ups: %q", pending)
+	}
+	if strings.Contains(page, "4155550142") || !strings.Contains(page, "42") {
+		t.Fatalf("the phone number is not masked on the page")
+	}
+	if !strings.Contains(calls, "t1") {
+		t.Fatalf("no call of t1 on the page: %q", calls)
+	}
+	for _, f := range []string{"1-upcoming.png", "2-user.png", "3-called.png"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() < 1000 {
+			t.Fatalf("screenshot %s: %v", f, err)
+		}
+	}
+	t.Logf("screenshots in %s", dir)
+	r.stop()
+}

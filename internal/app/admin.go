@@ -1,0 +1,171 @@
+package app
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ivrsched/ivrsched/admin"
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/punctuation"
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// announceURL is the admin address this process announces in its consumer
+// group members' metadata: cfg.AdminURL, else its web server's address
+// (an unspecified host replaced by the host name).
+func announceURL(cfg Config) string {
+	if cfg.AdminURL != "" {
+		return cfg.AdminURL
+	}
+	host, port, err := net.SplitHostPort(cfg.HTTP)
+	if err != nil {
+		return "http://" + cfg.HTTP
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// mountAdmin serves the admin API of this process's roles: /admin/upcoming
+// and /admin/user/<id>, about the partitions it owns.
+func mountAdmin(r *mux.Router, cfg Config, run *Running, roles []*role) {
+	get := map[string]func(string) (any, error){}
+	for _, ro := range roles {
+		get[ro.name] = ro.get
+	}
+	parts := int32(cfg.Kafka.Partitions)
+	if run.Scheduler != nil {
+		r.HandleFunc("/admin/upcoming", func(w http.ResponseWriter, req *http.Request) {
+			q := req.URL.Query()
+			from, to, limit, campaign := time.Time{}, time.Time{}, 20, q.Get("campaign")
+			var err error
+			if v := q.Get("from"); v != "" {
+				if from, err = time.Parse(time.RFC3339Nano, v); err != nil {
+					http.Error(w, "from: want an RFC 3339 time", http.StatusBadRequest)
+					return
+				}
+			}
+			if v := q.Get("to"); v != "" {
+				if to, err = time.Parse(time.RFC3339Nano, v); err != nil {
+					http.Error(w, "to: want an RFC 3339 time", http.StatusBadRequest)
+					return
+				}
+			}
+			if v := q.Get("limit"); v != "" {
+				if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 10000 {
+					http.Error(w, "limit: want 1 to 10000", http.StatusBadRequest)
+					return
+				}
+			}
+			page := admin.UpcomingPage{Partitions: []int32{}, Upcoming: []admin.Upcoming{}}
+			for p := int32(0); p < parts; p++ {
+				x := run.Scheduler.Punctuator().Index(p)
+				if x == nil {
+					continue
+				}
+				page.Partitions = append(page.Partitions, p)
+				page.Upcoming = append(page.Upcoming, upcoming(x, p, get["scheduler"], from, to, campaign, limit)...)
+			}
+			slices.SortFunc(page.Upcoming, func(a, b admin.Upcoming) int {
+				return punctuation.Compare(punctuation.Pos{Due: a.DueAt.UnixNano(), User: a.UserID, Task: a.TaskID},
+					punctuation.Pos{Due: b.DueAt.UnixNano(), User: b.UserID, Task: b.TaskID})
+			})
+			if len(page.Upcoming) > limit {
+				page.Upcoming = page.Upcoming[:limit]
+			}
+			writeJSON(w, http.StatusOK, page)
+		})
+	}
+	r.PathPrefix("/admin/user/").HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		id := strings.TrimPrefix(req.URL.Path, "/admin/user/")
+		if id == "" {
+			http.Error(w, "want /admin/user/<user id>", http.StatusBadRequest)
+			return
+		}
+		u := admin.User{UserID: id, Partition: topology.Partition(id, parts)}
+		for _, ro := range []string{"scheduler", "dialer"} {
+			g := get[ro]
+			if g == nil {
+				continue
+			}
+			v, err := g(id)
+			m, ok := v.(proto.Message)
+			if err != nil || !ok {
+				continue
+			}
+			if st, ok := m.(*pb.UserState); ok && run.Scheduler != nil {
+				m = run.Scheduler.Settled(st)
+			}
+			raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+			if err != nil {
+				continue
+			}
+			if ro == "scheduler" {
+				u.Scheduler = raw
+			} else {
+				u.Dialer = raw
+			}
+		}
+		writeJSON(w, http.StatusOK, u)
+	})
+}
+
+// upcoming pages through one partition's due index from from, reading each
+// follow-up's user value for its requested time and campaign, until it has
+// limit follow-ups of campaign (any if empty) due by to (zero: any time),
+// or has looked at 100 times limit.
+func upcoming(x *punctuation.Index, part int32, get func(string) (any, error), from, to time.Time, campaign string, limit int) []admin.Upcoming {
+	var out []admin.Upcoming
+	after := punctuation.Pos{}
+	if !from.IsZero() {
+		after.Due = from.UnixNano()
+	}
+	for looked := 0; len(out) < limit && looked < 100*limit; {
+		batch := x.Upcoming(after, limit)
+		if len(batch) == 0 {
+			break
+		}
+		for _, p := range batch {
+			looked++
+			after = p
+			if !to.IsZero() && p.Time().After(to) {
+				return out
+			}
+			u := admin.Upcoming{UserID: p.User, TaskID: p.Task, DueAt: p.Time().UTC(), Partition: part}
+			if get != nil {
+				if v, err := get(p.User); err == nil {
+					if st, ok := v.(*pb.UserState); ok {
+						for _, t := range st.GetPending() {
+							if t.GetTaskId() == p.Task {
+								u.Campaign, u.Deferred = t.GetAction().GetCampaignId(), t.GetDeferred()
+								if t.GetRequestedAt() != nil {
+									u.RequestedAt = t.GetRequestedAt().AsTime().UTC()
+								}
+							}
+						}
+					}
+				}
+			}
+			if campaign != "" && u.Campaign != campaign {
+				continue
+			}
+			out = append(out, u)
+			if len(out) == limit {
+				break
+			}
+		}
+	}
+	return out
+}

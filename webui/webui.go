@@ -1,0 +1,193 @@
+// Package webui is ivrsched's own web page, served at /ui/ beside Goka's
+// monitor and query pages: the next calls across the deployment, a user's
+// follow-ups and calls, recent results, dead letters by reason and paused
+// campaigns. It is server-rendered (html/template, no script). Phone
+// numbers are masked. The one state-changing action, running a follow-up
+// now, is a Kafka command (Source.RunNow) and needs the admin token.
+package webui
+
+import (
+	"context"
+	"crypto/subtle"
+	_ "embed"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/ivrsched/ivrsched/admin"
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/redact"
+)
+
+// Source is what the page shows and does. Every function may be nil (that
+// section is left out) and is called from the HTTP server's goroutines.
+type Source struct {
+	Upcoming    func(ctx context.Context) ([]admin.Upcoming, error)
+	User        func(ctx context.Context, id string) (admin.UserView, error)
+	Results     func(ctx context.Context) ([]*pb.CallResult, error)
+	DeadLetters func(ctx context.Context) (map[string]int, error)
+	// Paused returns the paused campaigns and until when.
+	Paused func() map[string]time.Time
+	// RunNow produces a RunNow command for the user's task.
+	RunNow func(ctx context.Context, user, task string) error
+	// Token guards RunNow; empty: the action is off.
+	Token  string
+	Logger *slog.Logger
+}
+
+//go:embed page.html
+var pageHTML string
+
+var page = template.Must(template.New("page").Funcs(template.FuncMap{
+	"t": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"mask": redact.Phone,
+}).Parse(pageHTML))
+
+// Handler serves the page at /ui/ and its action at /ui/run-now.
+func Handler(s Source) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ui/", s.page)
+	mux.HandleFunc("POST /ui/run-now", s.runNow)
+	return mux
+}
+
+type campaignPause struct {
+	Campaign string
+	Until    time.Time
+}
+
+type userData struct {
+	ID        string
+	Partition int32
+	Found     bool
+	State     *pb.UserState
+	Dialer    *pb.DialerState
+	Waiting   string // the task run now, until its call shows
+	Calls     []*pb.DialRecord
+}
+
+type pageData struct {
+	Errors      []string
+	Message     string
+	Upcoming    []admin.Upcoming
+	User        *userData
+	Results     []*pb.CallResult
+	DeadLetters []reasonCount
+	Paused      []campaignPause
+	Actions     bool
+	Refresh     bool
+}
+
+type reasonCount struct {
+	Reason string
+	N      int
+}
+
+func (s Source) page(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	q := r.URL.Query()
+	d := pageData{Message: q.Get("msg"), Actions: s.Token != "" && s.RunNow != nil}
+	fail := func(what string, err error) {
+		d.Errors = append(d.Errors, what+": "+err.Error())
+	}
+	if id := q.Get("user"); id != "" && s.User != nil {
+		v, err := s.User(ctx, id)
+		u := &userData{ID: id, Partition: v.Partition, Waiting: q.Get("waiting")}
+		if err != nil {
+			fail("user", err)
+		}
+		if len(v.Scheduler) > 0 {
+			u.State = new(pb.UserState)
+			if err := protojson.Unmarshal(v.Scheduler, u.State); err != nil {
+				fail("user", err)
+			}
+			u.Found = true
+		}
+		if len(v.Dialer) > 0 {
+			u.Dialer = new(pb.DialerState)
+			if err := protojson.Unmarshal(v.Dialer, u.Dialer); err != nil {
+				fail("user", err)
+			}
+			u.Calls = append(u.Calls, u.Dialer.GetCalls()...)
+			sort.SliceStable(u.Calls, func(i, j int) bool { return u.Calls[i].GetAt().AsTime().After(u.Calls[j].GetAt().AsTime()) })
+		}
+		if u.Waiting != "" { // refresh until the call run now shows
+			d.Refresh = true
+			for _, c := range u.Calls {
+				if c.GetTaskId() == u.Waiting {
+					d.Refresh = false
+				}
+			}
+		}
+		d.User = u
+	}
+	if s.Upcoming != nil {
+		var err error
+		if d.Upcoming, err = s.Upcoming(ctx); err != nil {
+			fail("upcoming", err)
+		}
+	}
+	if s.Results != nil {
+		var err error
+		if d.Results, err = s.Results(ctx); err != nil {
+			fail("results", err)
+		}
+	}
+	if s.DeadLetters != nil {
+		counts, err := s.DeadLetters(ctx)
+		if err != nil {
+			fail("dead letters", err)
+		}
+		for reason, n := range counts {
+			d.DeadLetters = append(d.DeadLetters, reasonCount{reason, n})
+		}
+		sort.Slice(d.DeadLetters, func(i, j int) bool { return d.DeadLetters[i].Reason < d.DeadLetters[j].Reason })
+	}
+	if s.Paused != nil {
+		for c, until := range s.Paused() {
+			d.Paused = append(d.Paused, campaignPause{c, until})
+		}
+		sort.Slice(d.Paused, func(i, j int) bool { return d.Paused[i].Campaign < d.Paused[j].Campaign })
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := page.Execute(w, d); err != nil && s.Logger != nil {
+		s.Logger.Warn("web page", "err", err)
+	}
+}
+
+func (s Source) runNow(w http.ResponseWriter, r *http.Request) {
+	if s.Token == "" || s.RunNow == nil {
+		http.Error(w, "actions are off: the instance has no admin token (IVRSCHED_ADMIN_TOKEN)", http.StatusForbidden)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("token")), []byte(s.Token)) != 1 {
+		http.Error(w, "wrong admin token", http.StatusForbidden)
+		return
+	}
+	user, task := r.PostFormValue("user"), r.PostFormValue("task")
+	if user == "" || task == "" {
+		http.Error(w, "want user and task", http.StatusBadRequest)
+		return
+	}
+	if err := s.RunNow(r.Context(), user, task); err != nil {
+		http.Error(w, "run now: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	if s.Logger != nil {
+		s.Logger.Info("run now from the web page", "user", user, "task", task)
+	}
+	q := url.Values{"user": {user}, "waiting": {task}, "msg": {"run now sent for task " + task}}
+	http.Redirect(w, r, "/ui/?"+q.Encode(), http.StatusSeeOther)
+}
