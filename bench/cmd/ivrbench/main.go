@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +27,8 @@ import (
 )
 
 type settings struct {
-	n, crash, partitions, payload  int
+	n, burst, crash, partitions    int
+	payload, repeat                int
 	lead, window, wait, crashWait  time.Duration
 	systems, out, kafka, brokerJIT string
 	warmup                         time.Duration
@@ -53,7 +56,9 @@ func main() {
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ivrbench", flag.ContinueOnError)
 	var s settings
-	fs.IntVar(&s.n, "n", 20000, "follow-ups per phase (steady and burst), for n/2 users")
+	fs.IntVar(&s.n, "n", 20000, "follow-ups of the steady phase, for n/2 users")
+	fs.IntVar(&s.burst, "burst", 0, "follow-ups of the burst phase, all due at once, for burst/2 users (0: n)")
+	fs.IntVar(&s.repeat, "repeat", 1, "run every system's phases this many times, the systems in a rotated order each time; the tables show the median and the min–max")
 	fs.IntVar(&s.crash, "crash", 4000, "follow-ups of the kill -9 phase (0: skip it)")
 	fs.IntVar(&s.partitions, "partitions", 8, "partitions of every topic")
 	fs.IntVar(&s.payload, "payload", 64, "payload bytes per follow-up")
@@ -81,6 +86,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.logs, "logs", "", "copy the retention phase's process logs into this directory (default: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if s.repeat < 1 {
+		return fmt.Errorf("-repeat %d: want 1 or more", s.repeat)
+	}
+	if s.burst < 0 {
+		return fmt.Errorf("-burst %d: want 0 (as -n) or more", s.burst)
+	}
+	if s.burst == 0 {
+		s.burst = s.n
 	}
 	if s.retention.Idle < 0 || s.retention.Idle > 0 && (s.retention.Pending < 2 || s.retention.Probes < 2 || s.retention.ProbeWindow <= 0 || s.retention.Retain < time.Minute) {
 		return fmt.Errorf("-retention %d: want 0 or more, with -retention-pending and -retention-probes at least 2, -retention-window positive and -retention-retain at least 1m", s.retention.Idle)
@@ -155,28 +169,38 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		redis = harness.RedisBackend{Addr: addr, Pid: pid}
 	}
 
-	w := harness.Workload{N: s.n, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed}
+	w := harness.Workload{N: s.n, Burst: s.burst, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed}
 	var results []harness.Result
-	for _, e := range chosen {
-		sys := e.make()
-		subj := harness.Subject{System: sys, Name: e.backend}
-		switch e.backend {
-		case "kafka":
-			subj.Backend = kafka
-		case "redis":
-			subj.Backend = redis
-		case "embedded":
-			subj.Backend = embeddedBackend(sys)
-		}
-		env.WorkDir = filepath.Join(work, sys.Name())
-		if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
-			return err
-		}
-		log.Info("benchmark", "system", sys.Name())
-		r := harness.Run(ctx, subj, env, w)
-		results = append(results, r)
-		if ctx.Err() != nil {
-			return ctx.Err()
+	for rep := range s.repeat {
+		// Rotated, so that no system always runs first after the warm-up
+		// (or always after the same other system).
+		k := rep % max(len(chosen), 1)
+		for _, e := range slices.Concat(chosen[k:], chosen[:k]) {
+			name := e.name
+			if rep > 0 {
+				name = fmt.Sprintf("%s-r%d", e.name, rep+1) // topics, queues and groups of its own
+			}
+			sys := e.make(name)
+			subj := harness.Subject{System: sys, Name: e.backend}
+			switch e.backend {
+			case "kafka":
+				subj.Backend = kafka
+			case "redis":
+				subj.Backend = redis
+			case "embedded":
+				subj.Backend = embeddedBackend(sys)
+			}
+			env.WorkDir = filepath.Join(work, name)
+			if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
+				return err
+			}
+			log.Info("benchmark", "system", e.name, "repetition", rep+1, "of", s.repeat)
+			r := harness.Run(ctx, subj, env, w)
+			r.System, r.Repetition = e.name, rep+1
+			results = append(results, r)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 	}
 	var scales []harness.ScaleResult
@@ -216,10 +240,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	return report(stdout, s, results, scales, dialers, rets)
+	var order []string
+	for _, e := range chosen {
+		order = append(order, e.name)
+	}
+	return report(stdout, s, order, results, scales, dialers, rets)
 }
 
-func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.ScaleResult, dialers []ivrsched.DialerResult, rets []harness.RetentionResult) error {
+func report(stdout io.Writer, s settings, order []string, rs []harness.Result, scales []harness.ScaleResult, dialers []ivrsched.DialerResult, rets []harness.RetentionResult) error {
 	md, err := os.Create(filepath.Join(s.out, "latest.md"))
 	if err != nil {
 		return err
@@ -228,9 +256,19 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 	stdout = io.MultiWriter(stdout, md)
 	fmt.Fprintf(stdout, "Command: `ivrbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	if len(rs) > 0 {
-		fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
-			s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
-		harness.Markdown(stdout, rs, "ivrsched-kafka")
+		fmt.Fprintf(stdout, "ivrbench: steady %d follow-ups for %d users over %v, burst %d at once for %d users, lead %v, %d partitions, payload %d B, kill -9 phase %d, %d repetitions; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
+			s.n, s.n/2, s.window, s.burst, s.burst/2, s.lead, s.partitions, s.payload, s.crash, s.repeat, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
+		harness.SummaryMarkdown(stdout, rs, order, "ivrsched-kafka")
+		for rep := 1; rep <= s.repeat; rep++ {
+			var these []harness.Result
+			for _, r := range rs {
+				if r.Repetition == rep {
+					these = append(these, r)
+				}
+			}
+			fmt.Fprintf(stdout, "\nRepetition %d of %d, in the order run:\n\n", rep, s.repeat)
+			harness.Markdown(stdout, these, "ivrsched-kafka")
+		}
 	} else {
 		fmt.Fprintf(stdout, "ivrbench: lead %v, %d partitions, payload %d B; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n",
 			s.lead, s.partitions, s.payload, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
@@ -239,10 +277,11 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 	ivrsched.DialerMarkdown(stdout, dialers)
 	harness.RetentionMarkdown(stdout, rets)
 	doc := map[string]any{
-		"settings": map[string]any{"n": s.n, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
+		"settings": map[string]any{"n": s.n, "burst": s.burst, "repeat": s.repeat, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
 			"payload_bytes": s.payload, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
 			"at": time.Now().UTC()},
 		"results": rs,
+		"summary": harness.Summarize(rs, order),
 		"scale":   scales,
 		"dialer":  dialers,
 	}
@@ -256,6 +295,7 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 	if err := os.WriteFile(filepath.Join(s.out, "results.json"), b, 0o644); err != nil {
 		return err
 	}
+	rs = medianRuns(rs, order) // the plots show each system's run of median steady p99
 	plots := map[string]func(io.Writer){
 		"lateness.svg": func(w io.Writer) { harness.LatencySVG(w, rs) },
 		"burst.svg": func(w io.Writer) {
@@ -304,4 +344,24 @@ func copyLogs(dir, to string) error {
 		}
 	}
 	return nil
+}
+
+// medianRuns keeps, of each system in order, the error-free run whose
+// steady p99 is the median of its runs (the lower one of an even count).
+func medianRuns(rs []harness.Result, order []string) []harness.Result {
+	var out []harness.Result
+	for _, name := range order {
+		var runs []harness.Result
+		for _, r := range rs {
+			if r.System == name && r.Error == "" && r.Steady != nil {
+				runs = append(runs, r)
+			}
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		slices.SortFunc(runs, func(a, b harness.Result) int { return cmp.Compare(a.Steady.P99Ms, b.Steady.P99Ms) })
+		out = append(out, runs[(len(runs)-1)/2])
+	}
+	return out
 }
