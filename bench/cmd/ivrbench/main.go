@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -31,6 +32,7 @@ type settings struct {
 	payload, repeat                int
 	lead, window, wait, crashWait  time.Duration
 	systems, out, kafka, brokerJIT string
+	brokerConf, brokerJVM          string
 	warmup                         time.Duration
 	scale                          int
 	seed                           uint64
@@ -71,6 +73,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.kafka, "kafka", "", "bootstrap address of an existing Kafka (default: start Apache Kafka)")
 	fs.Uint64Var(&s.seed, "seed", 1, "random seed of the workload")
 	fs.StringVar(&s.brokerJIT, "broker-jit", "full", "JIT of the Kafka broker this benchmark starts: full (the JVM's default, as in production) or c1 (the test suite's quick start)")
+	fs.StringVar(&s.brokerConf, "broker", "production", "configuration of the Kafka broker this benchmark starts: production (heap, collector and log segments of a production broker of this size, see brokerProfiles) or test (the test suite's: a small heap, the serial collector, 1 MiB segments)")
+	fs.StringVar(&s.brokerJVM, "broker-jvm", "", "more JVM flags of the Kafka broker this benchmark starts, after the others (e.g. \"-Xlog:gc:file=gc.log\")")
 	fs.DurationVar(&s.warmup, "warmup", 10*time.Second, "load Kafka for this long before the first system, so the broker's JIT is done (0: no warm-up)")
 	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka (0: skip)")
 	fs.IntVar(&s.dialer, "dialer", 0, "also run the dialer phase with this many calls per provider latency (0: skip)")
@@ -107,6 +111,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("-broker-jit %q: want full or c1", s.brokerJIT)
 	}
+	profile, ok := brokerProfiles[s.brokerConf]
+	if !ok {
+		return fmt.Errorf("-broker %q: want production or test", s.brokerConf)
+	}
+	jvm = slices.Concat(profile.jvm, jvm, strings.Fields(s.brokerJVM))
 	if s.warmup < 0 {
 		return fmt.Errorf("-warmup %v: want a duration >= 0", s.warmup)
 	}
@@ -137,11 +146,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		env.KafkaBrokers = s.kafka
 		kafka = harness.KafkaBackend{Brokers: []string{s.kafka}, Pid: func() int { return 0 }}
 	} else if needs(chosen, "kafka") || s.scale > 0 || s.dialer > 0 || s.retention.Idle > 0 {
-		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion, "jit", s.brokerJIT)
+		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion, "config", s.brokerConf, "jit", s.brokerJIT, "jvm", jvm)
 		// The test broker's JVM flags, with the JIT of a production broker
 		// unless -broker-jit c1; the warm-up below keeps its compilation
 		// out of the first system's figures.
-		b, err := kafkatest.Start(ctx, kafkatest.WithJVMArgs(jvm...))
+		opts := []kafkatest.Option{kafkatest.WithJVMArgs(jvm...)}
+		for _, k := range slices.Sorted(maps.Keys(profile.props)) {
+			opts = append(opts, kafkatest.WithProperty(k, profile.props[k]))
+		}
+		b, err := kafkatest.Start(ctx, opts...)
 		if err != nil {
 			return fmt.Errorf("kafka: %w", err)
 		}
@@ -256,8 +269,8 @@ func report(stdout io.Writer, s settings, order []string, rs []harness.Result, s
 	stdout = io.MultiWriter(stdout, md)
 	fmt.Fprintf(stdout, "Command: `ivrbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	if len(rs) > 0 {
-		fmt.Fprintf(stdout, "ivrbench: steady %d follow-ups for %d users over %v, burst %d at once for %d users, lead %v, %d partitions, payload %d B, kill -9 phase %d, %d repetitions; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
-			s.n, s.n/2, s.window, s.burst, s.burst/2, s.lead, s.partitions, s.payload, s.crash, s.repeat, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
+		fmt.Fprintf(stdout, "ivrbench: steady %d follow-ups for %d users over %v, burst %d at once for %d users, lead %v, %d partitions, payload %d B, kill -9 phase %d, %d repetitions; Kafka %s (%s broker, JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
+			s.n, s.n/2, s.window, s.burst, s.burst/2, s.lead, s.partitions, s.payload, s.crash, s.repeat, kafkatest.KafkaVersion, s.brokerConf, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 		harness.SummaryMarkdown(stdout, rs, order, "ivrsched-kafka")
 		for rep := 1; rep <= s.repeat; rep++ {
 			var these []harness.Result
@@ -278,7 +291,7 @@ func report(stdout io.Writer, s settings, order []string, rs []harness.Result, s
 	harness.RetentionMarkdown(stdout, rets)
 	doc := map[string]any{
 		"settings": map[string]any{"n": s.n, "burst": s.burst, "repeat": s.repeat, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
-			"payload_bytes": s.payload, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
+			"payload_bytes": s.payload, "broker": s.brokerConf, "broker_jvm": s.brokerJVM, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
 			"at": time.Now().UTC()},
 		"results": rs,
 		"summary": harness.Summarize(rs, order),
