@@ -287,6 +287,7 @@ func report(stdout io.Writer, s settings, order []string, rs []harness.Result, s
 			s.lead, s.partitions, s.payload, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	}
 	harness.ScaleMarkdown(stdout, scales)
+	scaleVsFloor(stdout, scales, rs)
 	ivrsched.DialerMarkdown(stdout, dialers)
 	harness.RetentionMarkdown(stdout, rets)
 	doc := map[string]any{
@@ -377,4 +378,26 @@ func medianRuns(rs []harness.Result, order []string) []harness.Result {
 		out = append(out, runs[(len(runs)-1)/2])
 	}
 	return out
+}
+
+// scaleVsFloor writes each scale phase's steady p99 as a ratio to the
+// floor's steady p99 of this run (the same rate and records, nothing
+// pending), the median of the repetitions'.
+func scaleVsFloor(w io.Writer, scales []harness.ScaleResult, rs []harness.Result) {
+	var floors []float64
+	for _, r := range rs {
+		if r.Floor && r.Error == "" && r.Steady != nil {
+			floors = append(floors, r.Steady.P99Ms)
+		}
+	}
+	f := harness.SpreadOf(floors)
+	if f.N == 0 || f.Median <= 0 {
+		return
+	}
+	for _, s := range scales {
+		if s.Error == "" && s.Steady != nil {
+			fmt.Fprintf(w, "\nWith %d pending, %s's steady p99 is %.0f ms: %.2f× the floor's steady p99 of this run (%s ms, nothing pending).\n",
+				s.Pending, s.System, s.Steady.P99Ms, s.Steady.P99Ms/f.Median, f.Format("%.0f"))
+		}
+	}
 }
