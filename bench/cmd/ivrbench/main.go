@@ -290,6 +290,7 @@ func report(stdout io.Writer, s settings, order []string, rs []harness.Result, s
 	scaleVsFloor(stdout, scales, rs)
 	ivrsched.DialerMarkdown(stdout, dialers)
 	harness.RetentionMarkdown(stdout, rets)
+	rs = withSamples(rs, order)
 	doc := map[string]any{
 		"settings": map[string]any{"n": s.n, "burst": s.burst, "repeat": s.repeat, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
 			"payload_bytes": s.payload, "broker": s.brokerConf, "broker_jvm": s.brokerJVM, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
@@ -309,7 +310,7 @@ func report(stdout io.Writer, s settings, order []string, rs []harness.Result, s
 	if err := os.WriteFile(filepath.Join(s.out, "results.json"), b, 0o644); err != nil {
 		return err
 	}
-	rs = medianRuns(rs, order) // the plots show each system's run of median steady p99
+	rs = medianRuns(rs, order) // the plots show each system's run of median steady p99 (with its samples)
 	plots := map[string]func(io.Writer){
 		"lateness.svg": func(w io.Writer) { harness.LatencySVG(w, rs) },
 		"burst.svg": func(w io.Writer) {
@@ -400,4 +401,27 @@ func scaleVsFloor(w io.Writer, scales []harness.ScaleResult, rs []harness.Result
 				s.Pending, s.System, s.Steady.P99Ms, s.Steady.P99Ms/f.Median, f.Format("%.0f"))
 		}
 	}
+}
+
+// withSamples is rs with the lateness samples kept only in each system's
+// median run (the one plotted), so that results.json stays small.
+func withSamples(rs []harness.Result, order []string) []harness.Result {
+	keep := map[[2]any]bool{}
+	for _, r := range medianRuns(rs, order) {
+		keep[[2]any{r.System, r.Repetition}] = true
+	}
+	out := slices.Clone(rs)
+	for i, r := range out {
+		if keep[[2]any{r.System, r.Repetition}] {
+			continue
+		}
+		for _, p := range []**harness.Phase{&out[i].Steady, &out[i].Burst} {
+			if *p != nil {
+				c := **p
+				c.Sample = nil
+				*p = &c
+			}
+		}
+	}
+	return out
 }
