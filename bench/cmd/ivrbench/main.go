@@ -48,8 +48,12 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "ivrbench:", err)
-		if errors.Is(err, flag.ErrHelp) {
+		var bad badFlag
+		switch {
+		case errors.Is(err, flag.ErrHelp):
 			os.Exit(0)
+		case errors.As(err, &bad) || strings.HasPrefix(err.Error(), "flag provided but not defined") || strings.HasPrefix(err.Error(), "invalid value"):
+			os.Exit(2)
 		}
 		os.Exit(1)
 	}
@@ -92,16 +96,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if s.repeat < 1 {
-		return fmt.Errorf("-repeat %d: want 1 or more", s.repeat)
+		return badFlag{fmt.Errorf("-repeat %d: want 1 or more", s.repeat)}
 	}
 	if s.burst < 0 {
-		return fmt.Errorf("-burst %d: want 0 (as -n) or more", s.burst)
+		return badFlag{fmt.Errorf("-burst %d: want 0 (as -n) or more", s.burst)}
 	}
 	if s.burst == 0 {
 		s.burst = s.n
 	}
 	if s.retention.Idle < 0 || s.retention.Idle > 0 && (s.retention.Pending < 2 || s.retention.Probes < 2 || s.retention.ProbeWindow <= 0 || s.retention.Retain < time.Minute) {
-		return fmt.Errorf("-retention %d: want 0 or more, with -retention-pending and -retention-probes at least 2, -retention-window positive and -retention-retain at least 1m", s.retention.Idle)
+		return badFlag{fmt.Errorf("-retention %d: want 0 or more, with -retention-pending and -retention-probes at least 2, -retention-window positive and -retention-retain at least 1m", s.retention.Idle)}
 	}
 	var jvm []string
 	switch s.brokerJIT {
@@ -109,24 +113,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		jvm = []string{"-XX:TieredStopAtLevel=4"} // overrides the test broker's C1-only default
 	case "c1":
 	default:
-		return fmt.Errorf("-broker-jit %q: want full or c1", s.brokerJIT)
+		return badFlag{fmt.Errorf("-broker-jit %q: want full or c1", s.brokerJIT)}
 	}
 	profile, ok := brokerProfiles[s.brokerConf]
 	if !ok {
-		return fmt.Errorf("-broker %q: want production or test", s.brokerConf)
+		return badFlag{fmt.Errorf("-broker %q: want production or test", s.brokerConf)}
 	}
 	jvm = slices.Concat(profile.jvm, jvm, strings.Fields(s.brokerJVM))
 	if s.warmup < 0 {
-		return fmt.Errorf("-warmup %v: want a duration >= 0", s.warmup)
+		return badFlag{fmt.Errorf("-warmup %v: want a duration >= 0", s.warmup)}
 	}
 	chosen, err := choose(s.systems)
 	if err != nil {
-		return err
+		return badFlag{err}
 	}
 	var latencies []time.Duration
 	if s.dialer > 0 {
 		if latencies, err = ivrsched.ParseLatencies(s.dialerLatencies); err != nil {
-			return fmt.Errorf("-dialer-latencies: %w", err)
+			return badFlag{fmt.Errorf("-dialer-latencies: %w", err)}
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -425,3 +429,8 @@ func withSamples(rs []harness.Result, order []string) []harness.Result {
 	}
 	return out
 }
+
+// badFlag is an error in the flags: the command exits 2.
+type badFlag struct{ error }
+
+func (b badFlag) Unwrap() error { return b.error }
