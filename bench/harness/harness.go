@@ -75,3 +75,17 @@ type System interface {
 type Placer interface {
 	ObservePlaced(ctx context.Context, out chan<- Fire) error
 }
+
+// Floor is the run's one-hop floor (a record produced at its due time and
+// observed as the systems' fires are): the other systems' lateness is also
+// reported as a ratio to its lateness in the same run. It has no process to
+// kill: the harness skips its kill -9 phase.
+type Floor interface {
+	Floor() bool
+}
+
+// IsFloor reports whether s is a Floor.
+func IsFloor(s System) bool {
+	f, ok := s.(Floor)
+	return ok && f.Floor()
+}

@@ -11,7 +11,8 @@ import (
 
 // Workload is what every system is given.
 type Workload struct {
-	N       int           // follow-ups per phase
+	N       int           // follow-ups of the steady phase
+	Burst   int           // follow-ups of the burst phase, for Burst/2 users (0: N)
 	Users   int           // N/2 in the issue's workload
 	Lead    time.Duration // first due time after the start of scheduling
 	Window  time.Duration // steady phase: due times uniform over this window
@@ -76,6 +77,10 @@ type Result struct {
 	PeakRSS   int64        `json:"peak_rss_bytes"` // the system's processes, summed
 	Error     string       `json:"error,omitempty"`
 	StartedAt time.Time    `json:"started_at"`
+	// Floor marks the run's one-hop floor (a Floor system).
+	Floor bool `json:"floor,omitempty"`
+	// Repetition is the 1-based repetition of the phases this result is of.
+	Repetition int `json:"repetition,omitempty"`
 }
 
 // Subject is a system with the backend it uses.
@@ -87,7 +92,7 @@ type Subject struct {
 
 // Run runs the workload's phases against one system.
 func Run(ctx context.Context, s Subject, env Env, w Workload) Result {
-	res := Result{System: s.System.Name(), Backend: s.Name, StartedAt: time.Now()}
+	res := Result{System: s.System.Name(), Backend: s.Name, StartedAt: time.Now(), Floor: IsFloor(s.System)}
 	log := env.Log.With("system", s.System.Name())
 	fail := func(err error) Result {
 		res.Error = err.Error()
@@ -113,8 +118,12 @@ func Run(ctx context.Context, s Subject, env Env, w Workload) Result {
 		return fail(fmt.Errorf("steady: %w", err))
 	}
 	res.Steady = steady
-	log.Info("burst phase", "n", w.N)
-	burst, err := runPhase(ctx, s, obs, w, tasks(rng, "b", w, 0), log)
+	bw := w
+	if w.Burst > 0 {
+		bw.N, bw.Users = w.Burst, max(w.Burst/2, 1)
+	}
+	log.Info("burst phase", "n", bw.N)
+	burst, err := runPhase(ctx, s, obs, w, tasks(rng, "b", bw, 0), log)
 	if err != nil {
 		return fail(fmt.Errorf("burst: %w", err))
 	}
@@ -122,7 +131,7 @@ func Run(ctx context.Context, s Subject, env Env, w Workload) Result {
 	for _, pid := range s.System.PIDs() {
 		res.PeakRSS += PeakRSS(pid)
 	}
-	if w.Crash > 0 {
+	if w.Crash > 0 && !res.Floor {
 		log.Info("crash phase", "n", w.Crash)
 		c, err := runCrash(ctx, s, obs, w, rng)
 		if err != nil {

@@ -4,17 +4,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,9 +28,11 @@ import (
 )
 
 type settings struct {
-	n, crash, partitions, payload  int
+	n, burst, crash, partitions    int
+	payload, repeat                int
 	lead, window, wait, crashWait  time.Duration
 	systems, out, kafka, brokerJIT string
+	brokerConf, brokerJVM          string
 	warmup                         time.Duration
 	scale                          int
 	seed                           uint64
@@ -43,8 +48,12 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "ivrbench:", err)
-		if errors.Is(err, flag.ErrHelp) {
+		var bad badFlag
+		switch {
+		case errors.Is(err, flag.ErrHelp):
 			os.Exit(0)
+		case errors.As(err, &bad) || strings.HasPrefix(err.Error(), "flag provided but not defined") || strings.HasPrefix(err.Error(), "invalid value"):
+			os.Exit(2)
 		}
 		os.Exit(1)
 	}
@@ -53,7 +62,9 @@ func main() {
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ivrbench", flag.ContinueOnError)
 	var s settings
-	fs.IntVar(&s.n, "n", 20000, "follow-ups per phase (steady and burst), for n/2 users")
+	fs.IntVar(&s.n, "n", 20000, "follow-ups of the steady phase, for n/2 users")
+	fs.IntVar(&s.burst, "burst", 0, "follow-ups of the burst phase, all due at once, for burst/2 users (0: n)")
+	fs.IntVar(&s.repeat, "repeat", 1, "run every system's phases this many times, the systems in a rotated order each time; the tables show the median and the min–max")
 	fs.IntVar(&s.crash, "crash", 4000, "follow-ups of the kill -9 phase (0: skip it)")
 	fs.IntVar(&s.partitions, "partitions", 8, "partitions of every topic")
 	fs.IntVar(&s.payload, "payload", 64, "payload bytes per follow-up")
@@ -66,6 +77,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.kafka, "kafka", "", "bootstrap address of an existing Kafka (default: start Apache Kafka)")
 	fs.Uint64Var(&s.seed, "seed", 1, "random seed of the workload")
 	fs.StringVar(&s.brokerJIT, "broker-jit", "full", "JIT of the Kafka broker this benchmark starts: full (the JVM's default, as in production) or c1 (the test suite's quick start)")
+	fs.StringVar(&s.brokerConf, "broker", "production", "configuration of the Kafka broker this benchmark starts: production (heap, collector and log segments of a production broker of this size, see brokerProfiles) or test (the test suite's: a small heap, the serial collector, 1 MiB segments)")
+	fs.StringVar(&s.brokerJVM, "broker-jvm", "", "more JVM flags of the Kafka broker this benchmark starts, after the others (e.g. \"-Xlog:gc:file=gc.log\")")
 	fs.DurationVar(&s.warmup, "warmup", 10*time.Second, "load Kafka for this long before the first system, so the broker's JIT is done (0: no warm-up)")
 	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka (0: skip)")
 	fs.IntVar(&s.dialer, "dialer", 0, "also run the dialer phase with this many calls per provider latency (0: skip)")
@@ -82,8 +95,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if s.repeat < 1 {
+		return badFlag{fmt.Errorf("-repeat %d: want 1 or more", s.repeat)}
+	}
+	if s.burst < 0 {
+		return badFlag{fmt.Errorf("-burst %d: want 0 (as -n) or more", s.burst)}
+	}
+	if s.burst == 0 {
+		s.burst = s.n
+	}
 	if s.retention.Idle < 0 || s.retention.Idle > 0 && (s.retention.Pending < 2 || s.retention.Probes < 2 || s.retention.ProbeWindow <= 0 || s.retention.Retain < time.Minute) {
-		return fmt.Errorf("-retention %d: want 0 or more, with -retention-pending and -retention-probes at least 2, -retention-window positive and -retention-retain at least 1m", s.retention.Idle)
+		return badFlag{fmt.Errorf("-retention %d: want 0 or more, with -retention-pending and -retention-probes at least 2, -retention-window positive and -retention-retain at least 1m", s.retention.Idle)}
 	}
 	var jvm []string
 	switch s.brokerJIT {
@@ -91,19 +113,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		jvm = []string{"-XX:TieredStopAtLevel=4"} // overrides the test broker's C1-only default
 	case "c1":
 	default:
-		return fmt.Errorf("-broker-jit %q: want full or c1", s.brokerJIT)
+		return badFlag{fmt.Errorf("-broker-jit %q: want full or c1", s.brokerJIT)}
 	}
+	profile, ok := brokerProfiles[s.brokerConf]
+	if !ok {
+		return badFlag{fmt.Errorf("-broker %q: want production or test", s.brokerConf)}
+	}
+	jvm = slices.Concat(profile.jvm, jvm, strings.Fields(s.brokerJVM))
 	if s.warmup < 0 {
-		return fmt.Errorf("-warmup %v: want a duration >= 0", s.warmup)
+		return badFlag{fmt.Errorf("-warmup %v: want a duration >= 0", s.warmup)}
 	}
 	chosen, err := choose(s.systems)
 	if err != nil {
-		return err
+		return badFlag{err}
 	}
 	var latencies []time.Duration
 	if s.dialer > 0 {
 		if latencies, err = ivrsched.ParseLatencies(s.dialerLatencies); err != nil {
-			return fmt.Errorf("-dialer-latencies: %w", err)
+			return badFlag{fmt.Errorf("-dialer-latencies: %w", err)}
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -123,11 +150,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		env.KafkaBrokers = s.kafka
 		kafka = harness.KafkaBackend{Brokers: []string{s.kafka}, Pid: func() int { return 0 }}
 	} else if needs(chosen, "kafka") || s.scale > 0 || s.dialer > 0 || s.retention.Idle > 0 {
-		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion, "jit", s.brokerJIT)
+		log.Info("starting Apache Kafka", "version", kafkatest.KafkaVersion, "config", s.brokerConf, "jit", s.brokerJIT, "jvm", jvm)
 		// The test broker's JVM flags, with the JIT of a production broker
 		// unless -broker-jit c1; the warm-up below keeps its compilation
 		// out of the first system's figures.
-		b, err := kafkatest.Start(ctx, kafkatest.WithJVMArgs(jvm...))
+		opts := []kafkatest.Option{kafkatest.WithJVMArgs(jvm...)}
+		for _, k := range slices.Sorted(maps.Keys(profile.props)) {
+			opts = append(opts, kafkatest.WithProperty(k, profile.props[k]))
+		}
+		b, err := kafkatest.Start(ctx, opts...)
 		if err != nil {
 			return fmt.Errorf("kafka: %w", err)
 		}
@@ -155,28 +186,38 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		redis = harness.RedisBackend{Addr: addr, Pid: pid}
 	}
 
-	w := harness.Workload{N: s.n, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed}
+	w := harness.Workload{N: s.n, Burst: s.burst, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed}
 	var results []harness.Result
-	for _, e := range chosen {
-		sys := e.make()
-		subj := harness.Subject{System: sys, Name: e.backend}
-		switch e.backend {
-		case "kafka":
-			subj.Backend = kafka
-		case "redis":
-			subj.Backend = redis
-		case "embedded":
-			subj.Backend = embeddedBackend(sys)
-		}
-		env.WorkDir = filepath.Join(work, sys.Name())
-		if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
-			return err
-		}
-		log.Info("benchmark", "system", sys.Name())
-		r := harness.Run(ctx, subj, env, w)
-		results = append(results, r)
-		if ctx.Err() != nil {
-			return ctx.Err()
+	for rep := range s.repeat {
+		// Rotated, so that no system always runs first after the warm-up
+		// (or always after the same other system).
+		k := rep % max(len(chosen), 1)
+		for _, e := range slices.Concat(chosen[k:], chosen[:k]) {
+			name := e.name
+			if rep > 0 {
+				name = fmt.Sprintf("%s-r%d", e.name, rep+1) // topics, queues and groups of its own
+			}
+			sys := e.make(name)
+			subj := harness.Subject{System: sys, Name: e.backend}
+			switch e.backend {
+			case "kafka":
+				subj.Backend = kafka
+			case "redis":
+				subj.Backend = redis
+			case "embedded":
+				subj.Backend = embeddedBackend(sys)
+			}
+			env.WorkDir = filepath.Join(work, name)
+			if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
+				return err
+			}
+			log.Info("benchmark", "system", e.name, "repetition", rep+1, "of", s.repeat)
+			r := harness.Run(ctx, subj, env, w)
+			r.System, r.Repetition = e.name, rep+1
+			results = append(results, r)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 	}
 	var scales []harness.ScaleResult
@@ -216,10 +257,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	return report(stdout, s, results, scales, dialers, rets)
+	var order []string
+	for _, e := range chosen {
+		order = append(order, e.name)
+	}
+	return report(stdout, s, order, results, scales, dialers, rets)
 }
 
-func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.ScaleResult, dialers []ivrsched.DialerResult, rets []harness.RetentionResult) error {
+func report(stdout io.Writer, s settings, order []string, rs []harness.Result, scales []harness.ScaleResult, dialers []ivrsched.DialerResult, rets []harness.RetentionResult) error {
 	md, err := os.Create(filepath.Join(s.out, "latest.md"))
 	if err != nil {
 		return err
@@ -228,21 +273,34 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 	stdout = io.MultiWriter(stdout, md)
 	fmt.Fprintf(stdout, "Command: `ivrbench %s`\n\n", strings.Join(os.Args[1:], " "))
 	if len(rs) > 0 {
-		fmt.Fprintf(stdout, "ivrbench: %d follow-ups per phase for %d users, steady window %v, lead %v, %d partitions, payload %d B, kill -9 phase %d; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
-			s.n, s.n/2, s.window, s.lead, s.partitions, s.payload, s.crash, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
-		harness.Markdown(stdout, rs, "ivrsched-kafka")
+		fmt.Fprintf(stdout, "ivrbench: steady %d follow-ups for %d users over %v, burst %d at once for %d users, lead %v, %d partitions, payload %d B, kill -9 phase %d, %d repetitions; Kafka %s (%s broker, JIT %s, warm-up %v); %s, %d CPUs, %s\n\n",
+			s.n, s.n/2, s.window, s.burst, s.burst/2, s.lead, s.partitions, s.payload, s.crash, s.repeat, kafkatest.KafkaVersion, s.brokerConf, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
+		harness.SummaryMarkdown(stdout, rs, order, "ivrsched-kafka")
+		for rep := 1; rep <= s.repeat; rep++ {
+			var these []harness.Result
+			for _, r := range rs {
+				if r.Repetition == rep {
+					these = append(these, r)
+				}
+			}
+			fmt.Fprintf(stdout, "\nRepetition %d of %d, in the order run:\n\n", rep, s.repeat)
+			harness.Markdown(stdout, these, "ivrsched-kafka")
+		}
 	} else {
 		fmt.Fprintf(stdout, "ivrbench: lead %v, %d partitions, payload %d B; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n",
 			s.lead, s.partitions, s.payload, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	}
 	harness.ScaleMarkdown(stdout, scales)
+	scaleVsFloor(stdout, scales, rs)
 	ivrsched.DialerMarkdown(stdout, dialers)
 	harness.RetentionMarkdown(stdout, rets)
+	rs = withSamples(rs, order)
 	doc := map[string]any{
-		"settings": map[string]any{"n": s.n, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
-			"payload_bytes": s.payload, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
+		"settings": map[string]any{"n": s.n, "burst": s.burst, "repeat": s.repeat, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
+			"payload_bytes": s.payload, "broker": s.brokerConf, "broker_jvm": s.brokerJVM, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
 			"at": time.Now().UTC()},
 		"results": rs,
+		"summary": harness.Summarize(rs, order),
 		"scale":   scales,
 		"dialer":  dialers,
 	}
@@ -256,6 +314,7 @@ func report(stdout io.Writer, s settings, rs []harness.Result, scales []harness.
 	if err := os.WriteFile(filepath.Join(s.out, "results.json"), b, 0o644); err != nil {
 		return err
 	}
+	rs = medianRuns(rs, order) // the plots show each system's run of median steady p99 (with its samples)
 	plots := map[string]func(io.Writer){
 		"lateness.svg": func(w io.Writer) { harness.LatencySVG(w, rs) },
 		"burst.svg": func(w io.Writer) {
@@ -305,3 +364,73 @@ func copyLogs(dir, to string) error {
 	}
 	return nil
 }
+
+// medianRuns keeps, of each system in order, the error-free run whose
+// steady p99 is the median of its runs (the lower one of an even count).
+func medianRuns(rs []harness.Result, order []string) []harness.Result {
+	var out []harness.Result
+	for _, name := range order {
+		var runs []harness.Result
+		for _, r := range rs {
+			if r.System == name && r.Error == "" && r.Steady != nil {
+				runs = append(runs, r)
+			}
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		slices.SortFunc(runs, func(a, b harness.Result) int { return cmp.Compare(a.Steady.P99Ms, b.Steady.P99Ms) })
+		out = append(out, runs[(len(runs)-1)/2])
+	}
+	return out
+}
+
+// scaleVsFloor writes each scale phase's steady p99 as a ratio to the
+// floor's steady p99 of this run (the same rate and records, nothing
+// pending), the median of the repetitions'.
+func scaleVsFloor(w io.Writer, scales []harness.ScaleResult, rs []harness.Result) {
+	var floors []float64
+	for _, r := range rs {
+		if r.Floor && r.Error == "" && r.Steady != nil {
+			floors = append(floors, r.Steady.P99Ms)
+		}
+	}
+	f := harness.SpreadOf(floors)
+	if f.N == 0 || f.Median <= 0 {
+		return
+	}
+	for _, s := range scales {
+		if s.Error == "" && s.Steady != nil {
+			fmt.Fprintf(w, "\nWith %d pending, %s's steady p99 is %.0f ms: %.2f× the floor's steady p99 of this run (%s ms, nothing pending).\n",
+				s.Pending, s.System, s.Steady.P99Ms, s.Steady.P99Ms/f.Median, f.Format("%.0f"))
+		}
+	}
+}
+
+// withSamples is rs with the lateness samples kept only in each system's
+// median run (the one plotted), so that results.json stays small.
+func withSamples(rs []harness.Result, order []string) []harness.Result {
+	keep := map[[2]any]bool{}
+	for _, r := range medianRuns(rs, order) {
+		keep[[2]any{r.System, r.Repetition}] = true
+	}
+	out := slices.Clone(rs)
+	for i, r := range out {
+		if keep[[2]any{r.System, r.Repetition}] {
+			continue
+		}
+		for _, p := range []**harness.Phase{&out[i].Steady, &out[i].Burst} {
+			if *p != nil {
+				c := **p
+				c.Sample = nil
+				*p = &c
+			}
+		}
+	}
+	return out
+}
+
+// badFlag is an error in the flags: the command exits 2.
+type badFlag struct{ error }
+
+func (b badFlag) Unwrap() error { return b.error }

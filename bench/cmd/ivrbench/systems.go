@@ -10,6 +10,7 @@ import (
 	"github.com/ivrsched/ivrsched/bench/harness"
 	"github.com/ivrsched/ivrsched/bench/systems/asynq"
 	"github.com/ivrsched/ivrsched/bench/systems/etf1"
+	"github.com/ivrsched/ivrsched/bench/systems/floor"
 	"github.com/ivrsched/ivrsched/bench/systems/ivrsched"
 	"github.com/ivrsched/ivrsched/bench/systems/reenqueue"
 )
@@ -18,31 +19,37 @@ import (
 type entry struct {
 	name    string
 	backend string // kafka, redis or embedded
-	make    func() harness.System
+	// make returns the system named name: the entry's name in the first
+	// repetition, with a suffix in the others, so that each run has topics
+	// (and queues, groups) of its own.
+	make func(name string) harness.System
 }
 
 var registry = []entry{
-	{"ivrsched-kafka", "kafka", func() harness.System { return ivrsched.New("ivrsched-kafka", ivrsched.OneProcess) }},
-	{"ivrsched-kafka-procs", "kafka", func() harness.System { return ivrsched.New("ivrsched-kafka-procs", ivrsched.Processes) }},
-	{"ivrsched-kafka-flush5ms", "kafka", func() harness.System {
-		return ivrsched.New("ivrsched-kafka-flush5ms", ivrsched.OneProcess, "--flush", "5ms")
+	{"kafka-floor", "kafka", func(n string) harness.System { return floor.New(n) }},
+	{"ivrsched-kafka", "kafka", func(n string) harness.System { return ivrsched.New(n, ivrsched.OneProcess) }},
+	{"ivrsched-kafka-procs", "kafka", func(n string) harness.System { return ivrsched.New(n, ivrsched.Processes) }},
+	{"ivrsched-kafka-flush5ms", "kafka", func(n string) harness.System {
+		return ivrsched.New(n, ivrsched.OneProcess, "--flush", "5ms")
 	}},
-	{"ivrsched-kafka-tick10ms", "kafka", func() harness.System {
-		return ivrsched.New("ivrsched-kafka-tick10ms", ivrsched.OneProcess, "--tick-gap", "10ms")
+	{"ivrsched-kafka-tick10ms", "kafka", func(n string) harness.System {
+		return ivrsched.New(n, ivrsched.OneProcess, "--tick-gap", "10ms")
 	}},
 	// The default calling policy (08:00 to 21:00 in the user's local time)
 	// with every user in a zone where it is daytime: its cost when every
 	// call is inside the window.
-	{"ivrsched-kafka-window", "kafka", func() harness.System {
-		return ivrsched.New("ivrsched-kafka-window", ivrsched.OneProcess, "--default-policy", "window").WithTimeZone(ivrsched.DaytimeZone(time.Now()))
+	{"ivrsched-kafka-window", "kafka", func(n string) harness.System {
+		return ivrsched.New(n, ivrsched.OneProcess, "--default-policy", "window").WithTimeZone(ivrsched.DaytimeZone(time.Now()))
 	}},
-	{"ivrsched-embedded", "embedded", func() harness.System { return ivrsched.New("ivrsched-embedded", ivrsched.Embedded) }},
-	{"asynq-default", "redis", asynq.Default},
-	{"asynq-100ms", "redis", asynq.Fast},
-	{"etf1-default-log", "kafka", func() harness.System { return etf1.New("etf1-default-log", etf1.Options{}) }},
-	{"etf1-warn-log", "kafka", func() harness.System { return etf1.New("etf1-warn-log", etf1.Options{LogLevel: "warn"}) }},
-	{"reenqueue-immediate", "kafka", func() harness.System { return reenqueue.New("reenqueue-immediate", reenqueue.Immediate) }},
-	{"reenqueue-hold60s", "kafka", func() harness.System { return reenqueue.New("reenqueue-hold60s", reenqueue.Hold60s) }},
+	{"ivrsched-embedded", "embedded", func(n string) harness.System { return ivrsched.New(n, ivrsched.Embedded) }},
+	{"asynq-default", "redis", func(n string) harness.System { return asynq.New(n, asynq.Options{}) }},
+	{"asynq-100ms", "redis", func(n string) harness.System {
+		return asynq.New(n, asynq.Options{CheckInterval: 100 * time.Millisecond})
+	}},
+	{"etf1-default-log", "kafka", func(n string) harness.System { return etf1.New(n, etf1.Options{}) }},
+	{"etf1-warn-log", "kafka", func(n string) harness.System { return etf1.New(n, etf1.Options{LogLevel: "warn"}) }},
+	{"reenqueue-immediate", "kafka", func(n string) harness.System { return reenqueue.New(n, reenqueue.Immediate) }},
+	{"reenqueue-hold60s", "kafka", func(n string) harness.System { return reenqueue.New(n, reenqueue.Hold60s) }},
 }
 
 func names() []string {
@@ -61,10 +68,16 @@ func choose(list string) ([]entry, error) {
 		return nil, nil
 	}
 	var out []entry
+	seen := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if seen[n] {
+			return nil, fmt.Errorf("-systems: %q is listed twice (its runs would share topics and ids; use -repeat to run it again)", n)
+		}
+		seen[n] = true
 		found := false
 		for _, e := range registry {
-			if e.name == strings.TrimSpace(n) {
+			if e.name == n {
 				out = append(out, e)
 				found = true
 			}
