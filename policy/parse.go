@@ -503,6 +503,24 @@ func (ps *parser) regions(path string, n *yaml.Node) []string {
 	return out
 }
 
+// wholeNumber reads v as a whole number from lo to hi; anything else is an
+// error of the field at path: "... is not a number of <what>; accepted:
+// <accepted>".
+func (ps *parser) wholeNumber(path string, v *yaml.Node, lo, hi int, what, accepted string) (int, bool) {
+	v = deref(v)
+	k, err := 0, error(nil)
+	if v != nil && v.Kind == yaml.ScalarNode && v.Tag == "!!int" {
+		k, err = strconv.Atoi(v.Value)
+	} else {
+		err = errors.New("not a whole number")
+	}
+	if err != nil || k < lo || k > hi {
+		ps.fail(path, v, "%s is not a number of %s; accepted: %s", describe(v), what, accepted)
+		return 0, false
+	}
+	return k, true
+}
+
 func (ps *parser) cap(path string, n *yaml.Node) *Cap {
 	n = deref(n)
 	if n != nil && n.Kind == yaml.ScalarNode && n.Value == "none" {
@@ -512,15 +530,8 @@ func (ps *parser) cap(path string, n *yaml.Node) *Cap {
 	var haveCalls, havePer bool
 	if !ps.fields(path, n, `{calls: N, per: DURATION} or "none"`, map[string]func(string, *yaml.Node){
 		"calls": func(path string, v *yaml.Node) {
-			v = deref(v)
-			calls, err := 0, error(nil)
-			if v != nil && v.Kind == yaml.ScalarNode && v.Tag == "!!int" {
-				calls, err = strconv.Atoi(v.Value)
-			} else {
-				err = errors.New("not a whole number")
-			}
-			if err != nil || calls < 1 || calls > MaxCapCalls {
-				ps.fail(path, v, "%s is not a number of calls; accepted: a whole number from 1 to %d", describe(v), MaxCapCalls)
+			calls, ok := ps.wholeNumber(path, v, 1, MaxCapCalls, "calls", fmt.Sprintf("a whole number from 1 to %d", MaxCapCalls))
+			if !ok {
 				return
 			}
 			c.Calls, haveCalls = calls, true
@@ -611,15 +622,8 @@ func (ps *parser) retry(path string, n *yaml.Node) *Retry {
 	r := &Retry{Outcomes: map[string]Backoff{}, MaxAttempts: DefaultMaxAttempts, MaxAge: DefaultMaxAge}
 	handlers := map[string]func(string, *yaml.Node){
 		"max_attempts": func(path string, v *yaml.Node) {
-			v = deref(v)
-			k, err := 0, error(nil)
-			if v != nil && v.Kind == yaml.ScalarNode && v.Tag == "!!int" {
-				k, err = strconv.Atoi(v.Value)
-			} else {
-				err = errors.New("not a whole number")
-			}
-			if err != nil || k < 1 || k > MaxAttempts {
-				ps.fail(path, v, "%s is not a number of attempts; accepted: a whole number from 1 to %d, the first attempt included", describe(v), MaxAttempts)
+			k, ok := ps.wholeNumber(path, v, 1, MaxAttempts, "attempts", fmt.Sprintf("a whole number from 1 to %d, the first attempt included", MaxAttempts))
+			if !ok {
 				return
 			}
 			r.MaxAttempts = k
