@@ -655,30 +655,26 @@ func (ps *parser) retry(path string, n *yaml.Node) *Retry {
 	return r
 }
 
+// retryDelay reads a retry delay (1 s to MaxRetryDelay); anything else is
+// an error of the field at path, and def is kept.
+func (ps *parser) retryDelay(path string, v *yaml.Node, def time.Duration) (time.Duration, bool) {
+	d, ok := ps.duration(path, v)
+	switch {
+	case !ok:
+		return def, false
+	case d < time.Second || d > MaxRetryDelay:
+		ps.fail(path, v, "%s is out of range; accepted: 1s to %s", formatDuration(d), formatDuration(MaxRetryDelay))
+		return def, false
+	}
+	return d, true
+}
+
 func (ps *parser) backoff(path string, n *yaml.Node) (Backoff, bool) {
 	b := Backoff{MaxDelay: DefaultMaxDelay, Jitter: DefaultJitter}
 	var haveDelay, haveMax bool
 	good := ps.fields(path, n, "a mapping "+backoffForm, map[string]func(string, *yaml.Node){
-		"delay": func(path string, v *yaml.Node) {
-			d, ok := ps.duration(path, v)
-			switch {
-			case !ok:
-			case d < time.Second || d > MaxRetryDelay:
-				ps.fail(path, v, "%s is out of range; accepted: 1s to %s", formatDuration(d), formatDuration(MaxRetryDelay))
-			default:
-				b.Delay, haveDelay = d, true
-			}
-		},
-		"max_delay": func(path string, v *yaml.Node) {
-			d, ok := ps.duration(path, v)
-			switch {
-			case !ok:
-			case d < time.Second || d > MaxRetryDelay:
-				ps.fail(path, v, "%s is out of range; accepted: 1s to %s", formatDuration(d), formatDuration(MaxRetryDelay))
-			default:
-				b.MaxDelay, haveMax = d, true
-			}
-		},
+		"delay":     func(path string, v *yaml.Node) { b.Delay, haveDelay = ps.retryDelay(path, v, b.Delay) },
+		"max_delay": func(path string, v *yaml.Node) { b.MaxDelay, haveMax = ps.retryDelay(path, v, b.MaxDelay) },
 		"jitter": func(path string, v *yaml.Node) {
 			v = deref(v)
 			f, err := 0.0, error(nil)
