@@ -8,10 +8,14 @@ import (
 // Backlog is what a partition's due index holds at a moment, for metrics:
 // read at scrape time, so firing pays nothing for it.
 type Backlog struct {
-	// Pending is the follow-ups after the mark, parked ones included (held
-	// follow-ups, kept as timers, are not counted).
+	// Pending is the follow-ups waiting to fire: those after the mark,
+	// parked ones included, and the held ones (kept as timers, Held).
 	Pending int
-	// Due is those of them due at the moment asked, not fired yet.
+	// Held is how many of them are held follow-ups (the mark passed them
+	// on another clock; a wake fires them).
+	Held int
+	// Due is the follow-ups after the mark due at the moment asked, not
+	// fired yet (held ones not counted: their wakes are on their way).
 	Due int
 	// OldestDue is the due time of the earliest of them; zero if none is
 	// due.
@@ -25,7 +29,7 @@ func (x *Index) Backlog(now time.Time) Backlog {
 	n := now.UnixNano()
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	b := Backlog{Pending: x.ready.Len() + x.parked.Len(), Due: x.parked.Len()}
+	b := Backlog{Pending: x.ready.Len() + x.parked.Len() + x.held, Held: x.held, Due: x.parked.Len()}
 	oldest := int64(0)
 	found := false
 	if p, ok := x.parked.Min(); ok {

@@ -28,9 +28,36 @@ func TestBacklog(t *testing.T) {
 	expect(t, x.Backlog(t0.Add(-time.Minute)), Backlog{Pending: 2})
 }
 
+// Held follow-ups (timers the mark does not cover) count as pending, and
+// leave the count when they are woken or rewritten; retention timers are not
+// follow-ups and never count.
+func TestBacklogCountsHeld(t *testing.T) {
+	x := NewIndex(nil)
+	x.SetRetention(time.Hour)
+	x.Update(markKey, nil, &Value{Mark: &Mark{Through: Pos{Due: t0.UnixNano(), User: "z", Task: "t"}}})
+	h1 := &Value{Pending: []Task{{Due: t0.Add(-time.Second).UnixNano(), ID: "h", Held: true}}, LastActive: t0.UnixNano()}
+	h2 := &Value{Pending: []Task{{Due: t0.Add(time.Second).UnixNano(), ID: "h", Held: true}}, LastActive: t0.UnixNano()}
+	x.Update("a", nil, h1)
+	x.Update("b", nil, h2)
+	x.Update("idle", nil, &Value{LastActive: t0.UnixNano()}) // a retention timer only
+	x.Update("p", nil, &Value{Pending: []Task{{Due: t0.Add(time.Minute).UnixNano(), ID: "t"}}})
+	expect(t, x.Backlog(t0), Backlog{Pending: 3, Held: 2})
+	if n := len(x.Timers()); n != 3 {
+		t.Fatalf("%d timers, want 3 (two held, one retention)", n)
+	}
+	x.Update("a", h1, h1) // rewritten as it was: still one held follow-up
+	expect(t, x.Backlog(t0), Backlog{Pending: 3, Held: 2})
+	if woken := x.TakeTimers(t0, 0); len(woken) != 1 || woken[0].User != "a" {
+		t.Fatalf("woken %v, want a's held follow-up", woken)
+	}
+	expect(t, x.Backlog(t0), Backlog{Pending: 2, Held: 1})
+	x.Update("b", h2, &Value{LastActive: t0.UnixNano()}) // fired by its wake: b is idle now
+	expect(t, x.Backlog(t0), Backlog{Pending: 1})
+}
+
 func expect(t *testing.T, got, want Backlog) {
 	t.Helper()
-	if got.Pending != want.Pending || got.Due != want.Due || !got.OldestDue.Equal(want.OldestDue) {
+	if got.Pending != want.Pending || got.Held != want.Held || got.Due != want.Due || !got.OldestDue.Equal(want.OldestDue) {
 		t.Fatalf("backlog %+v, want %+v", got, want)
 	}
 }

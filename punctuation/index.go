@@ -136,6 +136,7 @@ type Index struct {
 	deferred *btree.BTreeG[item] // deferred follow-ups after the mark
 	sweep    sweep               // the sweep of deferred under way
 	keyCount int                 // table keys with a readable value
+	held     int                 // held follow-ups among the timers (not retention timers)
 	// woken: timers a tick took, by user, until the user's value is
 	// written (the wake's callback writes it): Reopen puts them back.
 	woken map[string][]Pos
@@ -194,8 +195,17 @@ func (x *Index) remove(tree *btree.BTreeG[item], p Pos) {
 	x.probe = p
 	if it, ok := tree.Delete(item{due: p.Due, ref: probeRef}); ok {
 		x.keys.free(it)
+		x.countHeld(tree, p, -1)
 	}
 	x.probe = Pos{}
+}
+
+// countHeld keeps x.held: d is +1 when an entry at p went into tree, -1
+// when one left it.
+func (x *Index) countHeld(tree *btree.BTreeG[item], p Pos, d int) {
+	if tree == x.timers && p.Task != RetentionTask {
+		x.held += d
+	}
 }
 
 // add inserts an entry at p into tree and reports whether it is now the
@@ -204,6 +214,8 @@ func (x *Index) add(tree *btree.BTreeG[item], p Pos) bool {
 	it := x.keys.put(p.Due, p.User, p.Task)
 	if old, ok := tree.ReplaceOrInsert(it); ok {
 		x.keys.free(old)
+	} else {
+		x.countHeld(tree, p, 1)
 	}
 	min, _ := tree.Min()
 	return min == it
@@ -214,6 +226,7 @@ func (x *Index) takeMin(tree *btree.BTreeG[item]) Pos {
 	it, _ := tree.DeleteMin()
 	p := x.keys.pos(it)
 	x.keys.free(it)
+	x.countHeld(tree, p, -1)
 	return p
 }
 

@@ -12,7 +12,7 @@ import (
 // Scheduler returns the collector of a scheduler's metrics, read at scrape
 // time: its counters (scheduler.Stats), its dead letters by reason, and
 // for every partition whose due index this process holds, the pending
-// follow-ups, those due and not fired yet, and the age of the oldest due
+// follow-ups (held ones too, and apart), those due and not fired yet, and the age of the oldest due
 // one (punctuation.Index.Backlog, which walks the due follow-ups).
 func Scheduler(s *scheduler.Scheduler) prometheus.Collector {
 	st := &s.Stats
@@ -35,11 +35,12 @@ func Scheduler(s *scheduler.Scheduler) prometheus.Collector {
 		{newDesc("ticks_total", help("Ticks processed"), nil), st.Ticks.Load},
 		{newDesc("tick_replays_total", help("Ticks replayed after a restart, whose calls were published again"), nil), st.Replays.Load},
 	}
-	pending := newDesc("followups_pending", "Follow-ups waiting to fire in a partition this process owns.", nil, "partition")
+	pending := newDesc("followups_pending", "Follow-ups waiting to fire in a partition this process owns (held ones included).", nil, "partition")
+	held := newDesc("followups_held", "Pending follow-ups held for this host's clock (the mark passed them on another host's clock), per owned partition.", nil, "partition")
 	due := newDesc("followups_due", "Follow-ups of an owned partition due now and not fired yet.", nil, "partition")
 	age := newDesc("followups_oldest_due_age_seconds", "How long ago the oldest follow-up due and not fired yet was due, per owned partition (0 when none is due).", nil, "partition")
 	dl := deadLetters("scheduler", s.DeadLetters)
-	descs := append(counterDescs(cs), pending, due, age, dl.desc)
+	descs := append(counterDescs(cs), pending, held, due, age, dl.desc)
 	return &collector{descs: descs, collect: func(ch chan<- prometheus.Metric) {
 		collectCounters(ch, cs)
 		dl.collect(ch)
@@ -47,6 +48,7 @@ func Scheduler(s *scheduler.Scheduler) prometheus.Collector {
 		for i, part := range parts {
 			b, p := backlogs[i], strconv.Itoa(int(part))
 			ch <- prometheus.MustNewConstMetric(pending, prometheus.GaugeValue, float64(b.Pending), p)
+			ch <- prometheus.MustNewConstMetric(held, prometheus.GaugeValue, float64(b.Held), p)
 			ch <- prometheus.MustNewConstMetric(due, prometheus.GaugeValue, float64(b.Due), p)
 			a := 0.0
 			if !b.OldestDue.IsZero() {
