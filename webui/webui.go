@@ -10,11 +10,13 @@ import (
 	"context"
 	"crypto/subtle"
 	_ "embed"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -35,7 +37,10 @@ type Source struct {
 	Paused func() map[string]time.Time
 	// RunNow produces a RunNow command for the user's task.
 	RunNow func(ctx context.Context, user, task string) error
-	// Token guards RunNow; empty: the action is off.
+	// Pause pauses a campaign until the given instant, or ends its pause
+	// (until nil), in the stored calling policy (admin.Client.SetPause).
+	Pause func(ctx context.Context, campaign string, until *time.Time) error
+	// Token guards the actions (RunNow, Pause); empty: they are off.
 	Token  string
 	Logger *slog.Logger
 }
@@ -53,13 +58,19 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"mask": redact.Phone,
 }).Parse(pageHTML))
 
-// Handler serves the page at /ui/ and its action at /ui/run-now.
+// Handler serves the page at /ui/ and its actions at /ui/run-now,
+// /ui/pause and /ui/resume.
 func Handler(s Source) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui/", s.page)
 	mux.HandleFunc("POST /ui/run-now", s.runNow)
+	mux.HandleFunc("POST /ui/pause", s.pause)
+	mux.HandleFunc("POST /ui/resume", s.pause)
 	return mux
 }
+
+// maxPause is the longest pause the page sets (policy.MaxPause).
+const maxPause = 366 * 24 * time.Hour
 
 type campaignPause struct {
 	Campaign string
@@ -84,7 +95,8 @@ type pageData struct {
 	Results     []*pb.CallResult
 	DeadLetters []reasonCount
 	Paused      []campaignPause
-	Actions     bool
+	Actions     bool // run now
+	Pausing     bool // pause and resume
 	Refresh     bool
 }
 
@@ -97,7 +109,7 @@ func (s Source) page(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
 	q := r.URL.Query()
-	d := pageData{Message: q.Get("msg"), Actions: s.Token != "" && s.RunNow != nil}
+	d := pageData{Message: q.Get("msg"), Actions: s.Token != "" && s.RunNow != nil, Pausing: s.Token != "" && s.Pause != nil}
 	fail := func(what string, err error) {
 		d.Errors = append(d.Errors, what+": "+err.Error())
 	}
@@ -167,13 +179,55 @@ func (s Source) page(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s Source) runNow(w http.ResponseWriter, r *http.Request) {
-	if s.Token == "" || s.RunNow == nil {
+// allowed answers 403 unless the action is on and the request carries the
+// admin token.
+func (s Source) allowed(w http.ResponseWriter, r *http.Request, on bool) bool {
+	if s.Token == "" || !on {
 		http.Error(w, "actions are off: the instance has no admin token (IVRSCHED_ADMIN_TOKEN)", http.StatusForbidden)
-		return
+		return false
 	}
 	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("token")), []byte(s.Token)) != 1 {
 		http.Error(w, "wrong admin token", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
+// pause pauses a campaign for the form's duration (/ui/pause) or ends its
+// pause (/ui/resume).
+func (s Source) pause(w http.ResponseWriter, r *http.Request) {
+	if !s.allowed(w, r, s.Pause != nil) {
+		return
+	}
+	campaign := strings.TrimSpace(r.PostFormValue("campaign"))
+	if campaign == "" {
+		http.Error(w, "want a campaign id", http.StatusBadRequest)
+		return
+	}
+	var until *time.Time
+	msg := "campaign " + campaign + " resumed: its held follow-ups go now (inside the calling window)"
+	if strings.HasSuffix(r.URL.Path, "/pause") {
+		d, err := time.ParseDuration(strings.TrimSpace(r.PostFormValue("for")))
+		if err != nil || d <= 0 || d > maxPause {
+			http.Error(w, fmt.Sprintf("pause for %q: want a duration above 0 and at most 8784h, like 2h or 24h", r.PostFormValue("for")), http.StatusBadRequest)
+			return
+		}
+		u := time.Now().Add(d).UTC().Truncate(time.Second)
+		until = &u
+		msg = "campaign " + campaign + " paused until " + u.Format("2006-01-02 15:04:05Z")
+	}
+	if err := s.Pause(r.Context(), campaign, until); err != nil {
+		http.Error(w, "pause: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	if s.Logger != nil {
+		s.Logger.Info("pause from the web page", "campaign", campaign, "until", until)
+	}
+	http.Redirect(w, r, "/ui/?"+url.Values{"msg": {msg}}.Encode(), http.StatusSeeOther)
+}
+
+func (s Source) runNow(w http.ResponseWriter, r *http.Request) {
+	if !s.allowed(w, r, s.RunNow != nil) {
 		return
 	}
 	user, task := r.PostFormValue("user"), r.PostFormValue("task")

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ivrsched/ivrsched/admin"
 )
@@ -53,5 +54,99 @@ func TestRunNowNeedsTheToken(t *testing.T) {
 	}
 	if len(ran) != 1 || ran[0] != "u1/t1" {
 		t.Fatalf("commands produced: %v", ran)
+	}
+}
+
+// Pause and resume need the token like run now; a pause takes a duration
+// within bounds, and the paused campaigns are listed with a resume button.
+func TestPauseAndResume(t *testing.T) {
+	type change struct {
+		campaign string
+		until    *time.Time
+	}
+	var changes []change
+	paused := map[string]time.Time{}
+	src := Source{
+		Paused: func() map[string]time.Time { return paused },
+		Pause: func(ctx context.Context, campaign string, until *time.Time) error {
+			changes = append(changes, change{campaign, until})
+			if until == nil {
+				delete(paused, campaign)
+			} else {
+				paused[campaign] = *until
+			}
+			return nil
+		},
+		Token: "tok",
+	}
+	srv := httptest.NewServer(Handler(src))
+	defer srv.Close()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	post := func(path string, v url.Values) int {
+		t.Helper()
+		resp, err := client.PostForm(srv.URL+path, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	get := func() string {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/ui/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for _, c := range []struct {
+		v    url.Values
+		code int
+	}{
+		{url.Values{"campaign": {"promo"}, "for": {"2h"}, "token": {"wrong"}}, http.StatusForbidden},
+		{url.Values{"campaign": {"promo"}, "for": {"0s"}, "token": {"tok"}}, http.StatusBadRequest},
+		{url.Values{"campaign": {"promo"}, "for": {"9000h"}, "token": {"tok"}}, http.StatusBadRequest},
+		{url.Values{"campaign": {"promo"}, "for": {"soon"}, "token": {"tok"}}, http.StatusBadRequest},
+		{url.Values{"campaign": {" "}, "for": {"2h"}, "token": {"tok"}}, http.StatusBadRequest},
+	} {
+		if code := post("/ui/pause", c.v); code != c.code {
+			t.Errorf("pause %v: %d, want %d", c.v, code, c.code)
+		}
+	}
+	if len(changes) != 0 {
+		t.Fatalf("refused requests changed the policy: %v", changes)
+	}
+	before := time.Now()
+	if code := post("/ui/pause", url.Values{"campaign": {"promo"}, "for": {"2h"}, "token": {"tok"}}); code != http.StatusSeeOther {
+		t.Fatalf("pause: %d", code)
+	}
+	if len(changes) != 1 || changes[0].campaign != "promo" || changes[0].until == nil ||
+		changes[0].until.Before(before.Add(2*time.Hour-time.Second)) || changes[0].until.After(time.Now().Add(2*time.Hour)) {
+		t.Fatalf("pause made %v, want promo until about 2 h from now", changes)
+	}
+	if page := get(); !strings.Contains(page, `class="paused"><td>promo`) || !strings.Contains(page, `class="resume"`) {
+		t.Fatalf("the page does not list promo as paused with a resume button:\n%s", page)
+	}
+	if code := post("/ui/resume", url.Values{"campaign": {"promo"}, "token": {"tok"}}); code != http.StatusSeeOther {
+		t.Fatalf("resume: %d", code)
+	}
+	if len(changes) != 2 || changes[1].campaign != "promo" || changes[1].until != nil {
+		t.Fatalf("resume made %v, want promo's pause ended", changes)
+	}
+	if page := get(); strings.Contains(page, `class="paused"`) {
+		t.Fatalf("promo still listed after resume:\n%s", page)
+	}
+	src.Token = ""
+	off := httptest.NewServer(Handler(src))
+	defer off.Close()
+	resp, err := client.PostForm(off.URL+"/ui/pause", url.Values{"campaign": {"promo"}, "for": {"2h"}, "token": {""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || len(changes) != 2 {
+		t.Fatalf("without a token: %s, %d changes", resp.Status, len(changes))
 	}
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 	"time"
 
+	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/policy"
 )
 
@@ -54,53 +54,17 @@ func cmdResume(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // changePause sets (until) or removes (nil) the pause of campaign in the
-// stored policy and writes it back. Two operators changing the policy at
-// the same moment: the later write wins.
+// stored policy and prints the policy written.
 func changePause(ctx context.Context, k *kafkaFlags, campaign string, until *time.Time, stdout io.Writer) error {
-	cfg, err := k.kafka("ivrsched-cli")
+	c, err := adminClient(k)
 	if err != nil {
 		return err
 	}
-	topic := k.topics().Policies
-	raw, err := storedPolicy(ctx, cfg, topic)
-	if err != nil {
-		return err
-	}
-	if raw == nil {
-		return usageError{"no calling policy is set, and a pause is part of it: set one first (ivrsched policy set -f FILE; testdata/policy.yaml)"}
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return fmt.Errorf("%s holds a policy that does not parse: %w", topic, err)
-	}
-	camps, _ := doc["campaigns"].(map[string]any)
-	if camps == nil {
-		camps = map[string]any{}
-	}
-	rules, _ := camps[campaign].(map[string]any)
-	if rules == nil {
-		rules = map[string]any{}
-	}
-	if until != nil {
-		rules["paused_until"] = until.Format(time.RFC3339)
-	} else {
-		if _, ok := rules["paused_until"]; !ok {
-			return usageError{fmt.Sprintf("campaign %q is not paused", campaign)}
-		}
-		delete(rules, "paused_until")
-	}
-	if len(rules) == 0 {
-		delete(camps, campaign)
-	} else {
-		camps[campaign] = rules
-	}
-	doc["campaigns"] = camps
-	b, _ := json.Marshal(doc)
-	p, err := policy.Parse(b)
-	if err != nil {
-		return fmt.Errorf("the paused policy does not parse (a bug): %w", err)
-	}
-	if err := writePolicy(ctx, cfg, k.topics(), p); err != nil {
+	p, err := c.SetPause(ctx, campaign, until)
+	switch {
+	case errors.Is(err, admin.ErrNoPolicy), errors.Is(err, admin.ErrNotPaused):
+		return usageError{err.Error()}
+	case err != nil:
 		return err
 	}
 	return printPolicy(stdout, p, "set")

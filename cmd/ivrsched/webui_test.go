@@ -33,7 +33,8 @@ func chromiumPath(t *testing.T) string {
 // The web page in headless Chromium on `ivrsched run`: the page lists the
 // upcoming call; looking the user up shows the follow-up with the phone
 // masked; Run now with the admin token fires it, and the page shows the
-// call. Screenshots go to the test's temp dir.
+// call; a campaign paused from the page is listed until it is resumed
+// there. Screenshots go to the test's temp dir.
 func TestWebPageInChromium(t *testing.T) {
 	chrome := chromiumPath(t)
 	dir := t.TempDir()
@@ -116,7 +117,52 @@ func TestWebPageInChromium(t *testing.T) {
 	if !strings.Contains(calls, "t1") {
 		t.Fatalf("no call of t1 on the page: %q", calls)
 	}
-	for _, f := range []string{"1-upcoming.png", "2-user.png", "3-called.png"} {
+
+	// Pause a campaign from the page, see it listed, resume it.
+	r.setPolicy("default:\n  open_hours: [{days: [mon, tue, wed, thu, fri, sat, sun], from: \"00:00\", to: \"24:00\"}]\n")
+	var message, paused string
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate("http://"+web+"/ui/"),
+		chromedp.SetValue(chromedp.CSS("#pause-campaign"), "spring"),
+		chromedp.SetValue(chromedp.CSS("#pause-for"), "3h"),
+		chromedp.SetValue(chromedp.CSS("#pause input.token"), token),
+		chromedp.Click(chromedp.CSS("#pause-button")),
+		chromedp.WaitVisible(chromedp.CSS("#message")),
+		text("#message", &message),
+	); err != nil {
+		t.Fatalf("browser, pause: %v", err)
+	}
+	if !strings.Contains(message, "spring paused until") {
+		t.Fatalf("after pause: %q", message)
+	}
+	// The scheduler reads the policy topic asynchronously: reload until
+	// the page lists spring as paused (or no longer).
+	awaitPaused := func(want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); strings.Contains(paused, "spring") != want; {
+			if err := chromedp.Do(bctx, chromedp.Navigate("http://"+web+"/ui/"), text("#paused", &paused)); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("paused campaigns on the page: %q, want spring listed: %v", paused, want)
+			}
+		}
+	}
+	awaitPaused(true)
+	if err := chromedp.Do(bctx,
+		shot("4-paused.png"),
+		chromedp.SetValue(chromedp.CSS("#paused tr.paused input.token"), token),
+		chromedp.Click(chromedp.CSS("#paused button.resume")),
+		chromedp.WaitVisible(chromedp.CSS("#message")),
+		text("#message", &message),
+	); err != nil {
+		t.Fatalf("browser, resume: %v", err)
+	}
+	if !strings.Contains(message, "spring resumed") {
+		t.Fatalf("after resume: %q", message)
+	}
+	awaitPaused(false)
+	for _, f := range []string{"1-upcoming.png", "2-user.png", "3-called.png", "4-paused.png"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() < 1000 {
 			t.Fatalf("screenshot %s: %v", f, err)
 		}

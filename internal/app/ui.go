@@ -41,6 +41,10 @@ func mountUI(r *mux.Router, cfg Config, run *Running) {
 			}
 			return err
 		},
+		Pause: func(ctx context.Context, campaign string, until *time.Time) error {
+			_, err := client.SetPause(ctx, campaign, until)
+			return err
+		},
 		Token:  cfg.AdminToken,
 		Logger: cfg.logger(),
 	}
