@@ -97,6 +97,11 @@ var maxUnacked = 1 << 20
 // restoreBatch is how many restored records go into one LevelDB write.
 const restoreBatch = 1000
 
+// restoreOffsetEvery: a restore writes the offset it reached at least every
+// this many records, even when none of them had to be written (tombstones
+// of keys a restore into an empty store never wrote).
+const restoreOffsetEvery = 16 * restoreBatch
+
 // Stores are the local stores of the group tables of one process's
 // processors, under one directory: dir/<topic>.<partition>.
 type Stores struct {
@@ -266,6 +271,7 @@ type store struct {
 	recovered atomic.Bool
 	opened    time.Time
 	restored  int           // records Goka restored into the store (Set and Delete before MarkRecovered)
+	skipped   int           // of those, tombstones not written: the key was not in the store
 	stop      chan struct{} // closed by Close: the writer drains and ends
 	written   chan struct{} // closed by the writer when it ends
 	kick      chan struct{} // an acknowledgement is waiting
@@ -275,6 +281,15 @@ type store struct {
 	// records are collected in batch and written restoreBatch at a time,
 	// with the offset reached.
 	batch *leveldb.Batch
+	// unwritten counts the records restored since the last LevelDB write,
+	// skipped tombstones included.
+	unwritten int
+	// storedOffset is the offset LevelDB holds (-1: none).
+	storedOffset int64
+	// restoredKeys holds the keys set during a restore that began with an empty
+	// database (nil otherwise, and once recovered): a tombstone of a key
+	// not in it deletes nothing and is not written.
+	restoredKeys *keyFilter
 	// offset is the changelog offset of the last record applied (restored,
 	// or acknowledged and given to the writer); -1 if none.
 	offset int64
@@ -339,8 +354,11 @@ func (s *store) Open() error {
 	}
 
 	s.files, s.db = files, db
-	s.offset = offset
+	s.offset, s.storedOffset = offset, offset
 	s.batch = new(leveldb.Batch)
+	if offset < 0 { // an empty database: Goka restores the whole changelog
+		s.restoredKeys = newKeyFilter()
+	}
 	s.overlay = make(map[string]*entry)
 	s.wrote.L = &s.mu
 	s.stop, s.written, s.kick = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
@@ -587,8 +605,22 @@ func (s *store) write(key string, value []byte) error {
 	if !s.recovered.Load() {
 		s.restored++
 		s.stores.restored.Add(1)
-		s.put(s.batch, key, value)
-		if s.batch.Len() < restoreBatch {
+		s.unwritten++
+		switch {
+		case s.restoredKeys == nil:
+			s.put(s.batch, key, value)
+		case value != nil:
+			s.restoredKeys.add(key)
+			s.put(s.batch, key, value)
+		case s.restoredKeys.mayHave(key):
+			s.put(s.batch, key, nil)
+		default:
+			// A tombstone of a key this restore into an empty
+			// database never wrote: nothing to delete (most of a
+			// compacted changelog's records after users were removed).
+			s.skipped++
+		}
+		if s.batch.Len() < restoreBatch && s.unwritten < restoreOffsetEvery {
 			return nil
 		}
 		return s.writeRestored()
@@ -665,18 +697,24 @@ func (s *store) Marked() ([]string, error) {
 }
 
 // writeRestored writes the restored records not written yet, with the offset
-// reached. Called with mu held.
+// reached. Called with mu held. Once recovered it does nothing: the writer
+// writes the offsets then.
 func (s *store) writeRestored() error {
-	if s.batch == nil || s.batch.Len() == 0 {
+	if s.batch == nil || s.recovered.Load() {
 		return nil
 	}
-	if s.offset >= 0 {
+	// The offset too when only skipped tombstones moved it.
+	if s.offset >= 0 && (s.batch.Len() > 0 || s.offset != s.storedOffset) {
 		putOffset(s.batch, s.offset, s.stores.now())
+	}
+	if s.batch.Len() == 0 {
+		return nil
 	}
 	if err := s.db.Write(s.batch, nil); err != nil {
 		return fmt.Errorf("localstore: write restored records in %s: %w", s.path, err)
 	}
 	s.batch.Reset()
+	s.unwritten, s.storedOffset = 0, s.offset
 	return nil
 }
 
@@ -794,7 +832,8 @@ func (s *store) MarkRecovered() error {
 		return err
 	}
 	s.recovered.Store(true)
-	s.log.Info("local store recovered", "records_restored", s.restored, "offset", s.offset,
+	s.restoredKeys = nil
+	s.log.Info("local store recovered", "records_restored", s.restored, "tombstones_skipped", s.skipped, "offset", s.offset,
 		"took", time.Since(s.opened).Round(time.Millisecond))
 	return nil
 }
