@@ -22,6 +22,13 @@
 // to a table topic is handed to the store of its partition. A processor
 // must use both Stores.Builder and Stores.Producer.
 //
+// A store that opens empty (new, or wiped) is restored from the changelog's
+// start, so it has nothing for a tombstone of a key the restore has not set
+// to delete: it keeps the keys the restore set in a Bloom filter
+// (keyFilter) and writes no such tombstone to LevelDB, only the offset it
+// reached. After users were removed a compacted changelog is mostly such
+// tombstones.
+//
 // A store can also mark keys (Stores.Mark): it keeps the keys whose value a
 // Marker accepts in an index of their own, written to LevelDB in the same
 // batches as the values, so that Marked lists them at a cost proportional

@@ -33,9 +33,9 @@ import (
 var (
 	restoreProfile = flag.String("restore.cpuprofile", "", "BenchmarkRestore: write a CPU profile of the restores alone (not the fill) to this file, one per case (name.case)")
 	restoreTrace   = flag.String("restore.trace", "", "BenchmarkRestore: write an execution trace of the restores alone to this file, one per case")
-	restoreBuffer  = flag.Int("restore.chanbuf", 0, "experiment: Sarama ChannelBufferSize")
-	restoreFetch   = flag.Int("restore.fetch", 0, "experiment: Sarama Fetch.Default")
-	restoreBatch   = flag.Int("restore.batch", 10, "BenchmarkRestore: records per partition in a producer batch (the retention benchmark's tombstones came a thousand a second per partition, a millisecond's worth per batch)")
+	restoreBuffer  = flag.Int("restore.chanbuf", 0, "BenchmarkRestore: the restoring consumer's Sarama ChannelBufferSize, to compare (0: topology's, Sarama's 256)")
+	restoreFetch   = flag.Int("restore.fetch", 0, "BenchmarkRestore: the restoring consumer's Sarama Consumer.Fetch.Default in bytes, to compare (0: topology's, Sarama's 1 MiB)")
+	restoreBatch   = flag.Int("restore.batch", 10, "BenchmarkRestore: records per partition in a producer batch of the changelog")
 	restoreScale   = flag.Float64("restore.scale", 1, "BenchmarkRestore: multiply the record counts by this")
 )
 
@@ -71,7 +71,10 @@ const restorePartitions = 4
 // this process and the broker used, per record, and reports the medians.
 //
 // It starts its own Apache Kafka broker, configured as the retention
-// benchmark's (production heap, collector and log segments). Run it with
+// benchmark's (production heap, collector and log segments), and writes the
+// changelog in batches of about 10 records per partition (-restore.batch):
+// the retention benchmark's tombstones came about a thousand a second per
+// partition, with the producer flushing every millisecond. Run it with
 //
 //	go test -run '^$' -bench Restore -benchtime 5x ./internal/localstore/ [-args -restore.cpuprofile=FILE]
 func BenchmarkRestore(b *testing.B) {
