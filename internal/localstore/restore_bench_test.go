@@ -2,6 +2,7 @@ package localstore_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
+	"github.com/lovoo/goka/storage"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -36,6 +38,7 @@ var (
 	restoreBuffer  = flag.Int("restore.chanbuf", 0, "BenchmarkRestore: the restoring consumer's Sarama ChannelBufferSize, to compare (0: topology's, Sarama's 256)")
 	restoreFetch   = flag.Int("restore.fetch", 0, "BenchmarkRestore: the restoring consumer's Sarama Consumer.Fetch.Default in bytes, to compare (0: topology's, Sarama's 1 MiB)")
 	restoreBatch   = flag.Int("restore.batch", 10, "BenchmarkRestore: records per partition in a producer batch of the changelog")
+	restoreDirect  = flag.Bool("restore.direct", false, "BenchmarkRestore: also restore by reading the changelog with fetch requests and applying the records in one goroutine per partition, without Goka's loop and Sarama's partition consumer (what that machinery costs)")
 	restoreScale   = flag.Float64("restore.scale", 1, "BenchmarkRestore: multiply the record counts by this")
 )
 
@@ -126,6 +129,20 @@ func BenchmarkRestore(b *testing.B) {
 				b.Logf("restore %d: %.2f s, %.2f µs/record; CPU %.2f µs/record here, %.2f in the broker; store on disk %.1f MB",
 					len(runs)+1, r.wall.Seconds(), r.perRecord(r.wall), r.perRecord(r.cpu), r.perRecord(r.brokerCPU), float64(r.diskBytes)/1e6)
 				runs = append(runs, r)
+			}
+			if *restoreDirect {
+				var direct []restoreRun
+				for range len(runs) {
+					r := restoreDirectly(b, k, topic, broker.PID())
+					if r.restored != int64(records) {
+						b.Fatalf("restored %d records directly, want %d", r.restored, records)
+					}
+					b.Logf("direct restore %d: %.2f s, %.2f µs/record; CPU %.2f µs/record here, %.2f in the broker",
+						len(direct)+1, r.wall.Seconds(), r.perRecord(r.wall), r.perRecord(r.cpu), r.perRecord(r.brokerCPU))
+					direct = append(direct, r)
+				}
+				report(b, direct, "direct-s/restore", func(r restoreRun) float64 { return r.wall.Seconds() })
+				report(b, direct, "direct-µs-cpu/record", func(r restoreRun) float64 { return r.perRecord(r.cpu) })
 			}
 			report(b, runs, "s/restore", func(r restoreRun) float64 { return r.wall.Seconds() })
 			report(b, runs, "µs-wall/record", func(r restoreRun) float64 { return r.perRecord(r.wall) })
@@ -302,6 +319,105 @@ func restoreOnce(b *testing.B, k topology.Kafka, topic string, brokerPID int) re
 	}
 	r.diskBytes = dirBytes(dir)
 	return r
+}
+
+// restoreDirectly restores the topic into empty stores without Goka: one
+// goroutine per partition fetches the changelog from its oldest offset to
+// its end with Sarama's fetch requests and applies each record as Goka's
+// restore does (Set or Delete, then SetOffset).
+func restoreDirectly(b *testing.B, k topology.Kafka, topic string, brokerPID int) restoreRun {
+	b.Helper()
+	dir, err := os.MkdirTemp(b.TempDir(), "stores")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	stores := localstore.New(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	build := stores.Builder()
+	client, err := sarama.NewClient(k.Brokers, k.Sarama())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+
+	cpu0, broker0 := processCPU(), brokerCPU(b, brokerPID)
+	start := time.Now()
+	errs := make(chan error, restorePartitions)
+	for p := range int32(restorePartitions) {
+		go func() { errs <- fetchInto(client, build, topic, p) }()
+	}
+	for range restorePartitions {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	return restoreRun{wall: time.Since(start), cpu: processCPU() - cpu0, brokerCPU: brokerCPU(b, brokerPID) - broker0,
+		restored: stores.Restored()}
+}
+
+func fetchInto(client sarama.Client, build storage.Builder, topic string, p int32) error {
+	st, err := build(topic, p)
+	if err != nil {
+		return err
+	}
+	if err := st.Open(); err != nil {
+		return err
+	}
+	defer st.Close()
+	from, err := client.GetOffset(topic, p, sarama.OffsetOldest)
+	if err != nil {
+		return err
+	}
+	end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+	if err != nil {
+		return err
+	}
+	leader, err := client.Leader(topic, p)
+	if err != nil {
+		return err
+	}
+	for from < end {
+		req := &sarama.FetchRequest{Version: 11, MaxWaitTime: 1, MinBytes: 1, MaxBytes: sarama.MaxResponseSize, SessionEpoch: -1}
+		req.AddBlock(topic, p, from, 1<<20, -1)
+		resp, err := leader.Fetch(req)
+		if err != nil {
+			return err
+		}
+		block := resp.GetBlock(topic, p)
+		if block == nil || !errors.Is(block.Err, sarama.ErrNoError) {
+			return fmt.Errorf("fetch %s/%d at %d: %v", topic, p, from, block)
+		}
+		for _, recs := range block.RecordsSet {
+			batch := recs.RecordBatch
+			if batch == nil {
+				continue
+			}
+			for _, r := range batch.Records {
+				if batch.Control {
+					break
+				}
+				off := batch.FirstOffset + r.OffsetDelta
+				if off < from {
+					continue
+				}
+				if r.Value == nil {
+					err = st.Delete(string(r.Key))
+				} else {
+					err = st.Set(string(r.Key), r.Value)
+				}
+				if err == nil {
+					err = st.SetOffset(off)
+				}
+				if err != nil {
+					return err
+				}
+				from = off + 1
+			}
+			// Past records compaction removed from the batch.
+			from = max(from, batch.FirstOffset+int64(batch.LastOffsetDelta)+1)
+		}
+	}
+	return st.MarkRecovered()
 }
 
 // processCPU is the CPU time this process has used.
