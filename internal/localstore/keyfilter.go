@@ -1,33 +1,30 @@
 package localstore
 
-import (
-	"hash/maphash"
-	"math/bits"
-)
+import "hash/maphash"
 
 // keyFilter is a Bloom filter of the keys a store has written while it
 // restores into an empty database: a tombstone for a key it has not
 // written deletes nothing, so it need not reach LevelDB. mayHave is true
 // for every key added (no false negatives) and for under 1 % of the others.
 // The filter grows with the keys: when its newest part holds as many keys
-// as it was sized for, a part twice as large is added, so it takes 1.25 to
-// 2.5 bytes per key whatever their number. Not safe for concurrent use.
+// as it was sized for, a part twice as large is added, so it takes 2 to 4
+// bytes per key whatever their number. Not safe for concurrent use.
 type keyFilter struct {
 	seed  maphash.Seed
 	parts []bloomPart
 }
 
-// bloomPart is one Bloom filter of the keyFilter: at least bloomBits bits
-// per key it is sized for (rounded up to a power of two), bloomProbes bits
-// set per key (under 1 % false positives when full).
+// bloomPart is one Bloom filter of the keyFilter: bloomBits bits per key it
+// is sized for, bloomProbes bits set per key (about 0.1 % false positives
+// when full).
 type bloomPart struct {
-	bits []uint64 // a power of two of them
+	bits []uint64 // a power of two of them: probes take the low bits of a hash
 	keys int      // added
 	size int      // keys it is sized for
 }
 
 const (
-	bloomBits      = 10
+	bloomBits      = 16
 	bloomProbes    = 7
 	bloomFirstSize = 1 << 16 // keys: a 128 KiB part
 )
@@ -36,9 +33,9 @@ func newKeyFilter() *keyFilter {
 	return &keyFilter{seed: maphash.MakeSeed()}
 }
 
+// newBloomPart returns a part for size keys, a power of two.
 func newBloomPart(size int) bloomPart {
-	words := 1 << bits.Len(uint(size*bloomBits/64-1))
-	return bloomPart{bits: make([]uint64, words), size: size}
+	return bloomPart{bits: make([]uint64, size*bloomBits/64), size: size}
 }
 
 // probes returns the two hashes the probes of key are derived from
