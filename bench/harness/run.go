@@ -63,6 +63,9 @@ type CrashResult struct {
 	Early             int     `json:"early"`
 	P99Ms             float64 `json:"lateness_p99_ms"`
 	MaxMs             float64 `json:"lateness_max_ms"`
+	// RestartedAt is when the killed process was started again (to read
+	// its log against).
+	RestartedAt time.Time `json:"restarted_at"`
 	// Placed is the same phase seen at the placement stage (a Placer's).
 	Placed *CrashResult `json:"placed,omitempty"`
 }
@@ -300,7 +303,7 @@ func (w *watcher) wait(ctx context.Context, deadline time.Time) {
 func (w *watcher) crash(ts []Task, restart time.Time) *CrashResult {
 	of := func(o *observer) *CrashResult {
 		p := o.phase(ts)
-		c := &CrashResult{Scheduled: len(ts), Duplicates: p.Duplicates, Lost: p.Missing, Early: p.Early, P99Ms: p.P99Ms, MaxMs: p.MaxMs, FirstFireAfterSec: -1}
+		c := &CrashResult{Scheduled: len(ts), Duplicates: p.Duplicates, Lost: p.Missing, Early: p.Early, P99Ms: p.P99Ms, MaxMs: p.MaxMs, FirstFireAfterSec: -1, RestartedAt: restart}
 		if first, ok := o.firstAfter(ts, restart); ok {
 			c.FirstFireAfterSec = first.Sub(restart).Seconds()
 		}

@@ -41,6 +41,7 @@ type settings struct {
 	dialerBin                      string
 	retention                      harness.RetentionWorkload
 	logs                           string
+	ivrschedBin, ivrschedFlags     string
 }
 
 func main() {
@@ -91,7 +92,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&s.retention.Probes, "retention-probes", 2000, "retention phase: probe follow-ups per restart and per rebalance")
 	fs.DurationVar(&s.retention.ProbeWindow, "retention-window", 20*time.Second, "retention phase: the rebalance's probes are due over this window from the join")
 	fs.BoolVar(&s.retention.Compact, "retention-compact", false, "retention phase: then have the broker compact the scheduler's table (its segments rolled every second) and measure once more")
-	fs.StringVar(&s.logs, "logs", "", "copy the retention phase's process logs into this directory (default: none)")
+	fs.StringVar(&s.logs, "logs", "", "copy the process logs of every run (a folder per system and repetition) and of the retention phase into this directory (default: none)")
+	fs.StringVar(&s.ivrschedBin, "ivrsched-bin", "", "side-by-side phases: an ivrsched binary to run instead of a build of this checkout (an older version, for a before-and-after)")
+	fs.StringVar(&s.ivrschedFlags, "ivrsched-flags", "", "side-by-side phases: more flags of ivrsched's scheduler (the single process of ivrsched-kafka), e.g. \"--log-level info\" with -logs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -198,6 +201,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				name = fmt.Sprintf("%s-r%d", e.name, rep+1) // topics, queues and groups of its own
 			}
 			sys := e.make(name)
+			if is, ok := sys.(*ivrsched.System); ok {
+				if s.ivrschedBin != "" {
+					is.WithBinary(s.ivrschedBin)
+				}
+				is.WithSchedulerFlags(strings.Fields(s.ivrschedFlags)...)
+			}
 			subj := harness.Subject{System: sys, Name: e.backend}
 			switch e.backend {
 			case "kafka":
@@ -215,6 +224,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			r := harness.Run(ctx, subj, env, w)
 			r.System, r.Repetition = e.name, rep+1
 			results = append(results, r)
+			if s.logs != "" {
+				if err := copyLogs(env.WorkDir, filepath.Join(s.logs, name)); err != nil {
+					log.Warn("copy the logs", "err", err)
+				}
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -75,6 +75,13 @@ func (s *System) WithSchedulerFlags(flags ...string) *System {
 	return s
 }
 
+// WithBinary runs bin instead of a build of this checkout (an older
+// version, for a before-and-after).
+func (s *System) WithBinary(bin string) *System {
+	s.bin = bin
+	return s
+}
+
 // WithTimeZone onboards every user with the time zone tz (the calling
 // policy reads its windows in it), instead of their number's zone.
 func (s *System) WithTimeZone(tz string) *System {
@@ -113,11 +120,14 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 	s.env = env
 	s.topics = topology.NewTopics(s.name + "-")
 	s.data = filepath.Join(env.WorkDir, s.name)
-	bin, err := Build(ctx, env.WorkDir)
-	if err != nil {
-		return err
+	var err error
+	if s.bin == "" {
+		bin, err := Build(ctx, env.WorkDir)
+		if err != nil {
+			return err
+		}
+		s.bin = bin
 	}
-	s.bin = bin
 	common := func(role string) []string {
 		args := []string{"--topic-prefix", s.name + "-", "--partitions", fmt.Sprint(env.Partitions),
 			"--data-dir", filepath.Join(s.data, role), "--log-level", "warn", "--instance-id", s.name + "-" + role, "--session-timeout", "6s",
