@@ -185,13 +185,17 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		g.Go(func() error { return pv.Run(ctx) })
 		run.Policy = pv.Current
 		// No follow-up is placed, and no outcome judged, under the default
-		// while a policy is set.
-		select {
-		case <-pv.Ready():
-			log.Info("calling policy in force", "version", version(pv.Current()))
-		case <-ctx.Done():
-			return g.Wait()
-		}
+		// while a policy is set: the roles' processors take no input before
+		// the view has read the policy topic (their gate), but they join
+		// their groups and restore their partitions meanwhile.
+		g.Go(func() error {
+			select {
+			case <-pv.Ready():
+				log.Info("calling policy in force", "version", version(pv.Current()))
+			case <-ctx.Done():
+			}
+			return nil
+		})
 	}
 	if roles.Scheduler {
 		em, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.Ticks, new(codec.Tick), cfg.Kafka.EmitterOptions()...)
@@ -227,6 +231,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		// A rebalance takes back the due indexes of the partitions that stay
 		// here when the session ended cleanly (punctuation/kept.go).
 		sr.sessionEnded = s.Punctuator().SessionEnded
+		sr.gate = pv.Ready()
 		all = append(all, sr.supervised(cfg.Kafka, cfg.Topics.Scheduler))
 		all[len(all)-1].indexed = indexBuilt(s)
 		all[len(all)-1].stores = stores
@@ -237,7 +242,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Dialer {
-		d, pl, r, err := startDialer(ctx, g, cfg, opts, router, reg, pv.Current, log)
+		d, pl, r, err := startDialer(ctx, g, cfg, opts, router, reg, pv.Current, pv.Ready(), log)
 		if err != nil {
 			return err
 		}

@@ -31,8 +31,9 @@ const statsEvery = 30 * time.Second
 // callbacks send to, the placer (run in g until ctx ends, then the emitter
 // is flushed) and the status callback endpoints on router. pol is the
 // calling policy in force, whose retry rules decide whether calls' outcomes
-// go to the scheduler.
-func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, reg prometheus.Registerer, pol func() *policy.Policy, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
+// go to the scheduler; its processors take no input before gate is closed
+// (the policy has been read).
+func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, reg prometheus.Registerer, pol func() *policy.Policy, gate <-chan struct{}, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
 	dlog := log.With("role", "dialer")
 	stores := newStores(cfg, "dialer", log)
 	stores.Mark(placement.HasInFlight)
@@ -96,7 +97,9 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 	r := newRole("dialer", string(cfg.Topics.DialerTable()), log, cfg.Clock, func(extra ...goka.ProcessorOption) (*goka.Processor, error) {
 		opts := append(withStores(opts, stores, cfg.Kafka), cfg.Kafka.LoopRetention(topology.DialerLoopRetention))
 		return d.Processor(cfg.Kafka.Brokers, append(opts, extra...)...)
-	}).supervised(cfg.Kafka, cfg.Topics.Dialer)
+	})
+	r.gate = gate
+	r = r.supervised(cfg.Kafka, cfg.Topics.Dialer)
 	r.stores = stores
 	return d, pl, r, nil
 }

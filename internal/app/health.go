@@ -68,6 +68,9 @@ func (r *role) notReady() string {
 	if len(unindexed) > 0 {
 		why = append(why, "building the due index of partitions "+partList(unindexed))
 	}
+	if !r.gateOpen() {
+		why = append(why, "reading the calling policy")
+	}
 	if st == goka.ProcStateSetup && len(why) == 0 {
 		why = append(why, "processor "+procState(st))
 	}

@@ -20,10 +20,14 @@ import (
 // the rejoin waits that long after the broker is back. A processor that
 // closes while the broker answers leaves by itself; one with static
 // membership (--instance-id) is replaced at its rejoin, so it needs nothing.
+//
+// Its sessions also start their partition consumers while Goka restores
+// the partitions (earlyClaims).
 type membership struct {
 	kafka topology.Kafka
 	group string
 	ended func(clean bool) // told at each session's end; nil: nobody
+	gate  <-chan struct{}  // closed when callbacks may run; nil: at once
 
 	mu     sync.Mutex
 	member string
@@ -113,7 +117,7 @@ type memberRecorder struct {
 }
 
 func (r memberRecorder) Consume(ctx context.Context, topics []string, h sarama.ConsumerGroupHandler) error {
-	return r.ConsumerGroup.Consume(ctx, topics, sessionRecorder{ConsumerGroupHandler: h, m: r.m})
+	return r.ConsumerGroup.Consume(ctx, topics, sessionRecorder{ConsumerGroupHandler: &earlyClaims{ConsumerGroupHandler: h, gate: r.m.gate}, m: r.m})
 }
 
 type sessionRecorder struct {

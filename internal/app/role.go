@@ -44,6 +44,10 @@ type role struct {
 	// session whether it ended cleanly (no partition failed); set before
 	// supervised.
 	sessionEnded func(clean bool)
+	// gate, if set, is closed once the role's callbacks may run (the
+	// calling policy has been read); its processors restore their
+	// partitions meanwhile. Set before supervised.
+	gate <-chan struct{}
 	// stores are the role's local table stores (restore progress); nil
 	// in tests that build roles by hand.
 	stores *localstore.Stores
@@ -77,7 +81,7 @@ func (r *role) supervised(k topology.Kafka, group goka.Group) *role {
 		}
 		return c.Close()
 	}
-	m := &membership{kafka: k, group: string(group), ended: r.sessionEnded}
+	m := &membership{kafka: k, group: string(group), ended: r.sessionEnded, gate: r.gate}
 	r.leave = m.leave
 	r.extra = append(r.extra, m.option())
 	return r
@@ -195,9 +199,17 @@ func (r *role) runOnce(ctx context.Context, p *goka.Processor) error {
 func (r *role) watch(ctx context.Context, p *goka.Processor) {
 	ready := make(chan struct{})
 	go func() {
-		if p.WaitForReadyContext(ctx) == nil && ctx.Err() == nil {
-			close(ready)
+		if p.WaitForReadyContext(ctx) != nil || ctx.Err() != nil {
+			return
 		}
+		if r.gate != nil {
+			select {
+			case <-r.gate:
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(ready)
 	}()
 	t := time.NewTicker(progressEvery)
 	defer t.Stop()
@@ -237,5 +249,18 @@ func (r *role) logRecovery(p *goka.Processor, last map[int32]int64) {
 		r.log.Info("restoring table from changelog", "table", r.table, "partition", part,
 			"offset", off, "end", hwm, "percent", fmt.Sprintf("%.1f", pct), "records_per_s", int64(rate),
 			"since", time.Since(ts.Recovery.StartTime).Round(time.Second))
+	}
+}
+
+// gateOpen reports whether the role's callbacks may run (gate).
+func (r *role) gateOpen() bool {
+	if r.gate == nil {
+		return true
+	}
+	select {
+	case <-r.gate:
+		return true
+	default:
+		return false
 	}
 }
