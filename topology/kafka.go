@@ -339,18 +339,20 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 		return fmt.Errorf("cluster admin: %w", err)
 	}
 	defer admin.Close()
-	existing, err := admin.ListTopics()
-	if err != nil {
-		return fmt.Errorf("list topics: %w", err)
-	}
 	names := make([]string, 0, len(specs))
 	for _, s := range specs {
 		names = append(names, s.Name)
+	}
+	existing, err := existingTopics(admin, names)
+	if err != nil {
+		return err
+	}
+	for _, s := range specs {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d, ok := existing[s.Name]; ok {
-			if err := checkTopic(admin, s, d, s.partitions(k)); err != nil {
+		if n, ok := existing[s.Name]; ok {
+			if err := checkTopic(admin, s, n, s.partitions(k)); err != nil {
 				return err
 			}
 			continue
@@ -384,6 +386,28 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 // metadata. Topic creation completes asynchronously and reaches each broker
 // in its own time, and Goka's checks may ask any of them; a topic that
 // another instance has just created may be known to one broker only.
+// existingTopics returns the partition count of each of names that exists,
+// from one metadata request for those topics (never auto-creating one).
+// Listing the cluster's topics instead cost a description of every topic's
+// configuration, whatever the cluster holds, at every start.
+func existingTopics(admin sarama.ClusterAdmin, names []string) (map[string]int, error) {
+	md, err := admin.DescribeTopics(names)
+	if err != nil {
+		return nil, fmt.Errorf("describe topics: %w", err)
+	}
+	out := make(map[string]int, len(md))
+	for _, t := range md {
+		switch {
+		case errors.Is(t.Err, sarama.ErrUnknownTopicOrPartition):
+		case errors.Is(t.Err, sarama.ErrNoError) || len(t.Partitions) > 0: // a leader may still be on its way
+			out[t.Name] = len(t.Partitions)
+		default:
+			return nil, fmt.Errorf("describe topic %s: %w", t.Name, t.Err)
+		}
+	}
+	return out, nil
+}
+
 func awaitTopics(ctx context.Context, client sarama.Client, names []string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -439,10 +463,10 @@ func (s TopicSpec) partitions(k Kafka) int {
 	return k.Partitions
 }
 
-func checkTopic(admin sarama.ClusterAdmin, s TopicSpec, d sarama.TopicDetail, partitions int) error {
-	if int(d.NumPartitions) != partitions {
+func checkTopic(admin sarama.ClusterAdmin, s TopicSpec, has, partitions int) error {
+	if has != partitions {
 		return fmt.Errorf("%w: %s has %d partitions, want %d (co-partitioned topics must match; use --partitions %d or recreate the topic)",
-			ErrTopicMismatch, s.Name, d.NumPartitions, partitions, d.NumPartitions)
+			ErrTopicMismatch, s.Name, has, partitions, has)
 	}
 	if !s.Compact {
 		return nil

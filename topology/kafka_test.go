@@ -2,6 +2,7 @@ package topology_test
 
 import (
 	"context"
+	"errors"
 	"hash"
 	"strconv"
 	"testing"
@@ -50,6 +51,40 @@ func TestEnsureTopicsSetsMinInSyncReplicas(t *testing.T) {
 		if len(entries) != 1 || entries[0].Value != "2" {
 			t.Errorf("%s: min.insync.replicas %+v, want 2", s.Name, entries)
 		}
+	}
+}
+
+// A second start finds its topics from a metadata request for them alone
+// (not a description of every topic of the cluster) and still refuses one
+// whose partitions or cleanup policy differ.
+func TestEnsureTopicsChecksExistingTopics(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	k := topology.Kafka{Brokers: cluster.ListenAddrs(), Partitions: 2, Replication: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	specs := topology.NewTopics("a-").Specs()
+	for range 2 {
+		if err := topology.EnsureTopics(ctx, k, specs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wider := k
+	wider.Partitions = 3
+	if err := topology.EnsureTopics(ctx, wider, specs); !errors.Is(err, topology.ErrTopicMismatch) {
+		t.Errorf("3 partitions against 2: %v, want ErrTopicMismatch", err)
+	}
+	// A table topic that exists without compaction.
+	table := []topology.TopicSpec{{Name: "b-table", Retain: time.Hour}}
+	if err := topology.EnsureTopics(ctx, k, table); err != nil {
+		t.Fatal(err)
+	}
+	table[0].Compact = true
+	if err := topology.EnsureTopics(ctx, k, table); !errors.Is(err, topology.ErrTopicMismatch) {
+		t.Errorf("a table topic with cleanup.policy=delete: %v, want ErrTopicMismatch", err)
 	}
 }
 
