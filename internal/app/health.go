@@ -52,6 +52,19 @@ func (r *role) notReady() string {
 	if st != goka.ProcStateRunning && st != goka.ProcStateSetup {
 		return "processor " + procState(st)
 	}
+	why := r.partitionsWait(p)
+	if !r.gateOpen() {
+		why = append(why, "reading the calling policy")
+	}
+	if st == goka.ProcStateSetup && len(why) == 0 {
+		why = append(why, "processor "+procState(st))
+	}
+	return strings.Join(why, "; ")
+}
+
+// partitionsWait says what the processor's owned partitions wait for:
+// their restore, the scheduler's due index; nothing when they are ready.
+func (r *role) partitionsWait(p *goka.Processor) []string {
 	var restoring, unindexed []int32
 	for part, ps := range p.Stats().Group {
 		switch {
@@ -68,13 +81,7 @@ func (r *role) notReady() string {
 	if len(unindexed) > 0 {
 		why = append(why, "building the due index of partitions "+partList(unindexed))
 	}
-	if !r.gateOpen() {
-		why = append(why, "reading the calling policy")
-	}
-	if st == goka.ProcStateSetup && len(why) == 0 {
-		why = append(why, "processor "+procState(st))
-	}
-	return strings.Join(why, "; ")
+	return why
 }
 
 // indexBuilt reports whether the scheduler has the due index of an owned

@@ -211,6 +211,11 @@ func (r *role) watch(ctx context.Context, p *goka.Processor) {
 		}
 		close(ready)
 	}()
+	running := func() {
+		r.log.Info("processor running", "partitions", len(p.Stats().Group))
+		r.restarting.Store(false)
+		r.readyOnce.Do(func() { close(r.ready) })
+	}
 	t := time.NewTicker(progressEvery)
 	defer t.Stop()
 	last := map[int32]int64{}
@@ -219,11 +224,17 @@ func (r *role) watch(ctx context.Context, p *goka.Processor) {
 		case <-ctx.Done():
 			return
 		case <-ready:
-			r.log.Info("processor running", "partitions", len(p.Stats().Group))
-			r.restarting.Store(false)
-			r.readyOnce.Do(func() { close(r.ready) })
+			running()
 			return
 		case <-t.C:
+			// Goka's WaitForReady waits for the partition processors it
+			// saw when the processor last ran; after a session that ended
+			// during its Setup (a rebalance at start) those are stopped
+			// and it never returns. Ask the processor as /readyz does.
+			if p.StateReader().State() == goka.ProcStateRunning && len(r.partitionsWait(p)) == 0 && r.gateOpen() {
+				running()
+				return
+			}
 			r.logRecovery(p, last)
 		}
 	}
