@@ -202,7 +202,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		if err != nil {
 			return fmt.Errorf("tick emitter: %w", err)
 		}
-		stores := newStores(cfg, "scheduler", log)
+		stores := newStores(ctx, cfg, "scheduler", log)
 		lateness := metrics.FireLateness()
 		s, err := scheduler.New(scheduler.Config{
 			Topics:     cfg.Topics,
@@ -305,10 +305,13 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 // newStores returns a role's local stores. A store that has not caught up
 // with its changelog for nearly as long as the changelog keeps tombstones is
 // restored instead of reused (a day's margin for clocks and the log
-// cleaner's schedule).
-func newStores(cfg Config, role string, log *slog.Logger) *localstore.Stores {
+// cleaner's schedule). A store far behind its changelog reads it over
+// cfg.Kafka's connection before Goka restores the tail
+// (localstore.Stores.ReadChangelog), until ctx ends.
+func newStores(ctx context.Context, cfg Config, role string, log *slog.Logger) *localstore.Stores {
 	st := localstore.New(filepath.Join(cfg.DataDir, role), log)
 	st.MaxOffline, st.Clock = topology.TombstoneRetention-24*time.Hour, cfg.Clock
+	st.ReadChangelog(ctx, cfg.Kafka.Brokers, cfg.Kafka.Sarama())
 	return st
 }
 

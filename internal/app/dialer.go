@@ -35,7 +35,7 @@ const statsEvery = 30 * time.Second
 // (the policy has been read).
 func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, reg prometheus.Registerer, pol func() *policy.Policy, gate <-chan struct{}, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
 	dlog := log.With("role", "dialer")
-	stores := newStores(cfg, "dialer", log)
+	stores := newStores(ctx, cfg, "dialer", log)
 	stores.Mark(placement.HasInFlight)
 	loop, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.DialerLoop(), new(codec.CallStatus), cfg.Kafka.EmitterOptions()...)
 	if err != nil {
