@@ -39,6 +39,7 @@ var (
 	restoreFetch   = flag.Int("restore.fetch", 0, "BenchmarkRestore: the restoring consumer's Sarama Consumer.Fetch.Default in bytes, to compare (0: topology's, Sarama's 1 MiB)")
 	restoreBatch   = flag.Int("restore.batch", 10, "BenchmarkRestore: records per partition in a producer batch of the changelog")
 	restoreDirect  = flag.Bool("restore.direct", false, "BenchmarkRestore: also restore by reading the changelog with fetch requests and applying the records in one goroutine per partition, without Goka's loop and Sarama's partition consumer (what that machinery costs)")
+	restoreCatchUp = flag.Bool("restore.catchup", false, "BenchmarkRestore: also restore through the same Goka view into stores that read their changelog themselves first (Stores.ReadChangelog), as ivrsched's are")
 	restoreScale   = flag.Float64("restore.scale", 1, "BenchmarkRestore: multiply the record counts by this")
 )
 
@@ -80,6 +81,9 @@ const restorePartitions = 4
 // partition, with the producer flushing every millisecond. Run it with
 //
 //	go test -run '^$' -bench Restore -benchtime 5x ./internal/localstore/ [-args -restore.cpuprofile=FILE]
+//
+// -restore.catchup adds restores into stores that read their changelog
+// themselves before Goka restores the tail, as ivrsched's do.
 func BenchmarkRestore(b *testing.B) {
 	broker := kafkatest.StartForTest(b,
 		kafkatest.WithJVMArgs("-Xms1g", "-Xmx1g", "-XX:-UseSerialGC", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:TieredStopAtLevel=4"),
@@ -122,13 +126,28 @@ func BenchmarkRestore(b *testing.B) {
 			}
 			var runs []restoreRun
 			for b.Loop() {
-				r := restoreOnce(b, k, topic, broker.PID())
+				r := restoreOnce(b, k, topic, broker.PID(), false)
 				if r.restored != int64(records) {
 					b.Fatalf("restored %d records, want %d", r.restored, records)
 				}
 				b.Logf("restore %d: %.2f s, %.2f µs/record; CPU %.2f µs/record here, %.2f in the broker; store on disk %.1f MB",
 					len(runs)+1, r.wall.Seconds(), r.perRecord(r.wall), r.perRecord(r.cpu), r.perRecord(r.brokerCPU), float64(r.diskBytes)/1e6)
 				runs = append(runs, r)
+			}
+			if *restoreCatchUp {
+				var caught []restoreRun
+				for range len(runs) {
+					r := restoreOnce(b, k, topic, broker.PID(), true)
+					if r.restored != int64(records) {
+						b.Fatalf("restored %d records with the stores' own read, want %d", r.restored, records)
+					}
+					b.Logf("restore %d with the stores' own read (%d records of them): %.2f s, %.2f µs/record; CPU %.2f µs/record here, %.2f in the broker",
+						len(caught)+1, r.direct, r.wall.Seconds(), r.perRecord(r.wall), r.perRecord(r.cpu), r.perRecord(r.brokerCPU))
+					caught = append(caught, r)
+				}
+				report(b, caught, "catchup-s/restore", func(r restoreRun) float64 { return r.wall.Seconds() })
+				report(b, caught, "catchup-µs-cpu/record", func(r restoreRun) float64 { return r.perRecord(r.cpu) })
+				report(b, caught, "catchup-µs-broker-cpu/record", func(r restoreRun) float64 { return r.perRecord(r.brokerCPU) })
 			}
 			if *restoreDirect {
 				var direct []restoreRun
@@ -174,6 +193,7 @@ func report(b *testing.B, runs []restoreRun, unit string, f func(restoreRun) flo
 
 type restoreRun struct {
 	restored       int64
+	direct         int64 // of them read by the stores themselves
 	wall           time.Duration
 	cpu, brokerCPU time.Duration
 	diskBytes      int64
@@ -273,8 +293,9 @@ func userValue(user string, now time.Time, pending, fired int) []byte {
 
 // restoreOnce restores the topic into empty stores with a Goka view and
 // returns what it cost, from the view's start to every partition
-// recovered.
-func restoreOnce(b *testing.B, k topology.Kafka, topic string, brokerPID int) restoreRun {
+// recovered. With catchUp the stores read their changelog themselves
+// first (Stores.ReadChangelog).
+func restoreOnce(b *testing.B, k topology.Kafka, topic string, brokerPID int, catchUp bool) restoreRun {
 	b.Helper()
 	dir, err := os.MkdirTemp(b.TempDir(), "stores")
 	if err != nil {
@@ -282,6 +303,11 @@ func restoreOnce(b *testing.B, k topology.Kafka, topic string, brokerPID int) re
 	}
 	defer os.RemoveAll(dir)
 	stores := localstore.New(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if catchUp {
+		stores.ReadChangelog(ctx, k.Brokers, k.Sarama())
+	}
 	opts := append(k.ViewOptions(), goka.WithViewStorageBuilder(stores.Builder()), goka.WithViewLogger(quietGoka{}))
 	if *restoreBuffer > 0 || *restoreFetch > 0 {
 		opts = append(opts, goka.WithViewConsumerSaramaBuilder(func(brokers []string, clientID string) (sarama.Consumer, error) {
@@ -299,7 +325,6 @@ func restoreOnce(b *testing.B, k topology.Kafka, topic string, brokerPID int) re
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 
 	cpu0, broker0 := processCPU(), brokerCPU(b, brokerPID)
@@ -312,7 +337,7 @@ func restoreOnce(b *testing.B, k topology.Kafka, topic string, brokerPID int) re
 		b.Fatalf("view stopped before it recovered: %v", err)
 	}
 	r := restoreRun{wall: time.Since(start), cpu: processCPU() - cpu0, brokerCPU: brokerCPU(b, brokerPID) - broker0,
-		restored: stores.Restored()}
+		restored: stores.Restored(), direct: stores.ReadDirectly()}
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
