@@ -97,7 +97,7 @@ var errCatchUpTime = errors.New("time is up, Goka's restore takes the rest")
 // written and the offset it reached.
 func (s *store) catchUp() {
 	r := s.stores.changelog
-	if r == nil {
+	if r == nil || r.ctx.Err() != nil { // none, or the process stops
 		return
 	}
 	client, err := r.get()
