@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -36,15 +37,27 @@ type changelogRig struct {
 // hasM marks the values starting with "m".
 func hasM(v []byte) bool { return bytes.HasPrefix(v, []byte("m")) }
 
+// newChangelogRig starts the rig on kfake, whose requests a test can
+// intercept.
 func newChangelogRig(t *testing.T) *changelogRig {
 	t.Helper()
-	const topic = "table-table"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, rigTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	k := topology.Kafka{Brokers: c.ListenAddrs(), Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond, FetchWait: 10 * time.Millisecond}
+	r := newRig(t, c.ListenAddrs())
+	r.cluster = c
+	return r
+}
+
+const rigTopic = "table-table"
+
+// newRig starts the rig on brokers where rigTopic exists.
+func newRig(t *testing.T, brokers []string) *changelogRig {
+	t.Helper()
+	const topic = rigTopic
+	k := topology.Kafka{Brokers: brokers, Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond, FetchWait: 10 * time.Millisecond}
 	cfg := k.Sarama()
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
@@ -55,7 +68,7 @@ func newChangelogRig(t *testing.T) *changelogRig {
 	t.Cleanup(func() { prod.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := &changelogRig{cluster: c, k: k, topic: topic, prod: prod,
+	r := &changelogRig{k: k, topic: topic, prod: prod,
 		direct: New(t.TempDir(), newLogger(io.Discard)), goka: New(t.TempDir(), newLogger(io.Discard))}
 	r.direct.Mark(hasM)
 	r.goka.Mark(hasM)
@@ -204,7 +217,23 @@ func users(prefix string, n int) []rec {
 // delete what it holds).
 func TestStoreReadsItsChangelogFirst(t *testing.T) {
 	lowerCatchUp(t, 1000, 16<<10)
-	r := newChangelogRig(t)
+	storeReadsItsChangelogFirst(t, newChangelogRig(t))
+}
+
+// The same on Apache Kafka.
+func TestStoreReadsItsChangelogFirstOnKafka(t *testing.T) {
+	lowerCatchUp(t, 1000, 16<<10)
+	broker := kafkatest.StartForTest(t)
+	k := topology.Kafka{Brokers: []string{broker.Addr()}, Partitions: 1, Replication: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{{Name: rigTopic, Compact: true}}); err != nil {
+		t.Fatal(err)
+	}
+	storeReadsItsChangelogFirst(t, newRig(t, k.Brokers))
+}
+
+func storeReadsItsChangelogFirst(t *testing.T, r *changelogRig) {
 	r.write(t, users("a-", 3000)...)
 	r.restore(t)
 	if n := r.direct.ReadDirectly(); n != r.offset {
