@@ -309,6 +309,12 @@ type store struct {
 	unwritten int
 	// storedOffset is the offset LevelDB holds (-1: none).
 	storedOffset int64
+	// restoreStamp stamps the offsets written while restoring: the time
+	// the store last held its changelog whole (what it read at open), since
+	// a store partly restored holds it only as of then; neverCaughtUp for a
+	// store that began empty. MarkRecovered stamps the time of the end of
+	// the restore.
+	restoreStamp time.Time
 	// restoredKeys holds the keys set during a restore that began with an empty
 	// database (nil otherwise, and once recovered): a tombstone of a key
 	// not in it deletes nothing and is not written.
@@ -369,7 +375,7 @@ func (s *store) Open() error {
 		}
 		return fmt.Errorf("localstore: open leveldb directory %s: %w", s.path, err)
 	}
-	db, offset, err := s.openTrusted(files, existed)
+	db, offset, stamp, err := s.openTrusted(files, existed)
 	if err != nil {
 		if cerr := files.Close(); cerr != nil {
 			s.log.Warn("closing leveldb file storage after failed open", "err", cerr)
@@ -378,7 +384,7 @@ func (s *store) Open() error {
 	}
 
 	s.files, s.db = files, db
-	s.offset, s.storedOffset = offset, offset
+	s.offset, s.storedOffset, s.restoreStamp = offset, offset, stamp
 	s.batch = new(leveldb.Batch)
 	if offset < 0 { // an empty database: Goka restores the whole changelog
 		s.restoredKeys = newKeyFilter()
@@ -393,16 +399,31 @@ func (s *store) Open() error {
 	return nil
 }
 
+// neverCaughtUp stamps the offset of a store whose restore began empty and
+// has not reached the changelog's end: the store never held its changelog
+// whole, and the records after its offset may be older than anything it
+// could tell. With MaxOffline set, such a store is wiped when opened again
+// (a restore after it is cheap: the store reads its changelog itself).
+var neverCaughtUp = time.UnixMilli(1)
+
 // openTrusted runs with the directory locked: it opens the LevelDB and
-// returns it with the offset it reached, after wiping it if it cannot be
-// trusted.
-func (s *store) openTrusted(files lvlstorage.Storage, existed bool) (*leveldb.DB, int64, error) {
+// returns it with the offset it reached and the time it last held its
+// changelog whole, after wiping it if it cannot be trusted.
+func (s *store) openTrusted(files lvlstorage.Storage, existed bool) (*leveldb.DB, int64, time.Time, error) {
+	db, offset, at, err := s.openTrustedDB(files, existed)
+	if offset < 0 || at.IsZero() { // empty, or stamped by an older version
+		at = neverCaughtUp
+	}
+	return db, offset, at, err
+}
+
+func (s *store) openTrustedDB(files lvlstorage.Storage, existed bool) (*leveldb.DB, int64, time.Time, error) {
 	db, err := leveldb.Open(files, levelOptions)
 	switch {
 	case lvlerrors.IsCorrupted(err):
 		s.log.Warn("local store corrupt, restoring from changelog", "err", err)
 	case err != nil:
-		return nil, 0, fmt.Errorf("localstore: open leveldb in %s: %w", s.path, err)
+		return nil, 0, time.Time{}, fmt.Errorf("localstore: open leveldb in %s: %w", s.path, err)
 	default:
 		offset, at, found, err := readOffset(db)
 		switch {
@@ -413,30 +434,30 @@ func (s *store) openTrusted(files lvlstorage.Storage, existed bool) (*leveldb.DB
 				"offset", offset, "caught_up", at.UTC().Format(time.RFC3339), "max_offline", s.stores.MaxOffline)
 		case found:
 			s.log.Info("local store reused; restoring the changelog after its offset", "offset", offset)
-			return db, offset, nil
+			return db, offset, at, nil
 		case !existed:
 			s.log.Info("first start, creating local store")
-			return db, -1, nil
+			return db, -1, time.Time{}, nil
 		default:
 			empty, ierr := isEmpty(db)
 			if ierr == nil && empty {
 				s.log.Info("no local state, restoring from changelog")
-				return db, -1, nil
+				return db, -1, time.Time{}, nil
 			}
 			s.log.Warn("local store holds no changelog offset (written by an older version), restoring from changelog")
 		}
 		if cerr := db.Close(); cerr != nil {
-			return nil, 0, fmt.Errorf("localstore: close leveldb in %s before wiping it: %w", s.path, cerr)
+			return nil, 0, time.Time{}, fmt.Errorf("localstore: close leveldb in %s before wiping it: %w", s.path, cerr)
 		}
 	}
 	if err := s.wipe(); err != nil {
-		return nil, 0, err
+		return nil, 0, time.Time{}, err
 	}
 	db, err = leveldb.Open(files, levelOptions)
 	if err != nil {
-		return nil, 0, fmt.Errorf("localstore: open leveldb in %s: %w", s.path, err)
+		return nil, 0, time.Time{}, fmt.Errorf("localstore: open leveldb in %s: %w", s.path, err)
 	}
-	return db, -1, nil
+	return db, -1, time.Time{}, nil
 }
 
 func readOffset(db *leveldb.DB) (offset int64, at time.Time, found bool, err error) {
@@ -738,7 +759,7 @@ func (s *store) writeRestored() error {
 	}
 	// The offset too when only skipped tombstones moved it.
 	if s.offset >= 0 && (s.batch.Len() > 0 || s.offset != s.storedOffset) {
-		putOffset(s.batch, s.offset, s.stores.now())
+		putOffset(s.batch, s.offset, s.restoreStamp)
 	}
 	if s.batch.Len() == 0 {
 		return nil
@@ -861,6 +882,11 @@ func (s *store) MarkRecovered() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Restored to the changelog's end: the store holds it whole as of now.
+	s.restoreStamp = s.stores.now()
+	if s.offset >= 0 {
+		s.storedOffset = -1 // write the offset with the new stamp
+	}
 	if err := s.writeRestored(); err != nil {
 		return err
 	}

@@ -591,6 +591,70 @@ func TestStoreOfflineTooLongIsWiped(t *testing.T) {
 	}
 }
 
+// A restore cut off before the changelog's end (a crash, a revoke) leaves
+// a store that holds its changelog whole only as of when it last did: the
+// offsets it writes while restoring keep that time, so MaxOffline counts
+// from it, and a store that began empty and never caught up is wiped when
+// opened again. Stamped with the time of each write instead, a store that
+// restored a little more three days later would be trusted a week after it
+// last held its changelog whole, past tombstones compaction may have
+// dropped.
+func TestPartialRestoreKeepsItsCaughtUpTime(t *testing.T) {
+	dir := t.TempDir()
+	var logs logBuffer
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	f := newFixture(t, dir, newLogger(&logs))
+	f.stores.Clock, f.stores.MaxOffline = clk, 6*24*time.Hour
+
+	// Caught up at day 0, then a partial restore at day 3.
+	st := f.open(t, "table", 0)
+	restore(t, st, 0, "a", "1")
+	mustClose(t, st)
+	clk.Advance(3 * 24 * time.Hour)
+	st = f.open(t, "table", 0)
+	partial(t, st, 1, "b", "2", "c", "3")
+	mustClose(t, st)
+	clk.Advance(3*24*time.Hour + time.Hour) // 6 days and an hour after it last held its changelog whole
+	st = f.open(t, "table", 0)
+	if off := mustOffset(t, st); off != -2 {
+		t.Fatalf("GetOffset = %d, want -2: the store last held its changelog whole over 6 days ago", off)
+	}
+	mustClose(t, st)
+
+	// Began empty, cut off: wiped when opened again, even a minute later.
+	st = f.open(t, "table", 1)
+	partial(t, st, 0, "x", "1", "y", "2")
+	mustClose(t, st)
+	clk.Advance(time.Minute)
+	st = f.open(t, "table", 1)
+	if off := mustOffset(t, st); off != -2 {
+		t.Fatalf("GetOffset = %d, want -2: a store that began empty never held its changelog whole", off)
+	}
+	// Restored to the end this time: reused.
+	restore(t, st, 0, "x", "1", "y", "2")
+	mustClose(t, st)
+	clk.Advance(24 * time.Hour)
+	st = f.open(t, "table", 1)
+	defer mustClose(t, st)
+	if off := mustOffset(t, st); off != 1 {
+		t.Fatalf("GetOffset = %d after a full restore, want 1 (reused)", off)
+	}
+}
+
+// partial restores records from offset first on, as Goka does, and stops
+// before the end (no MarkRecovered).
+func partial(t *testing.T, st storage.Storage, first int64, kv ...string) {
+	t.Helper()
+	for i := 0; i < len(kv); i += 2 {
+		if err := st.Set(kv[i], []byte(kv[i+1])); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetOffset(first + int64(i/2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A store whose LevelDB cannot be opened as it is is wiped.
 func TestCorruptStoreIsWiped(t *testing.T) {
 	dir := t.TempDir()
