@@ -91,9 +91,9 @@ func TestPlacerKeepsTheCallsCommits(t *testing.T) {
 	f.p.Begin(s1)
 	st := f.open(t, 0, nil)
 	f.record(t, st, 0, call("a", "a1"), call("b", "b1")) // offsets 0 and 1
-	f.p.Track(0, 2)                                       // a duplicate, dropped
+	f.p.Track(0, 2)                                      // a duplicate, dropped
 	f.next[0] = 3
-	f.record(t, st, 0, call("c", "c1"))                   // 3
+	f.record(t, st, 0, call("c", "c1")) // 3
 	if ok, err := f.p.Submit(context.Background(), 0, 4, call("a", "a1")); ok || err != nil {
 		t.Fatalf("a call id held already was taken again: %v %v", ok, err)
 	}

@@ -163,9 +163,9 @@ type Placer struct {
 	owned   map[int32]*partition
 	session sarama.ConsumerGroupSession // the live session (CommitKeeper); nil: none
 	busy    map[string]chan struct{}    // user and call ids a worker is placing; closed when done
-	active int             // queued or being placed
-	idle   chan struct{}   // closed when active drops to 0
-	jitter func() float64
+	active  int                         // queued or being placed
+	idle    chan struct{}               // closed when active drops to 0
+	jitter  func() float64
 }
 
 type job struct {
