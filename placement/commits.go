@@ -30,6 +30,13 @@ type commits struct {
 	head    int    // offsets[head:] are registered and not done
 	next    int64  // one past the last offset registered (-1: none yet)
 	marked  int64  // the last watermark marked
+	// then are called, in order, once the watermark reaches their at.
+	then []then
+}
+
+type then struct {
+	at int64
+	f  func()
 }
 
 func newCommits(mark Marker) *commits {
@@ -81,10 +88,27 @@ func (c *commits) done(offset int64) {
 	for c.head < len(c.offsets) && c.waits[c.head] <= 0 {
 		c.head++
 	}
-	if w := c.watermarkLocked(); w > c.marked && c.mark != nil {
+	w := c.watermarkLocked()
+	if w > c.marked && c.mark != nil {
 		c.marked = w
 		c.mark(w)
 	}
+	for len(c.then) > 0 && c.then[0].at <= w {
+		c.then[0].f()
+		c.then = c.then[1:]
+	}
+}
+
+// after calls f once everything registered so far is done (at once if it
+// is), under the tracker's lock: f must not call back into it.
+func (c *commits) after(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watermarkLocked() >= c.next {
+		f()
+		return
+	}
+	c.then = append(c.then, then{at: c.next, f: f})
 }
 
 func (c *commits) find(offset int64) (int, bool) {

@@ -117,10 +117,25 @@ func TestPlacerKeepsTheCallsCommits(t *testing.T) {
 	if got := s1.got(calls, 0); !slices.Equal(got, []int64{1}) {
 		t.Fatalf("ivr-calls marked %v, want [1] (b1 at 1 not recorded yet)", got)
 	}
+	// Events are committed in order too; a Forget only once every call
+	// before it is committed: here once b1 (1) is recorded.
+	f.p.Event(0, 20)
+	f.p.Forget(0, "c", 21) // c1 (3) dropped
+	f.p.Event(0, 22)
+	for _, o := range []int64{22, 21, 20} {
+		if f.p.Mark(s1, evs, 0, o+1) {
+			t.Fatal("Goka's mark of followup-events passed on")
+		}
+	}
+	if got := s1.got(evs, 0); !slices.Equal(got, []int64{21}) {
+		t.Fatalf("followup-events marked %v, want [21]: the Forget waits for b1", got)
+	}
 	f.p.Mark(s1, loop, 0, 41)
-	f.p.Forget(0, "c") // c1 (3) dropped
-	if got := s1.got(calls, 0); !slices.Equal(got, []int64{1, 3, 5}) {
-		t.Fatalf("ivr-calls marked %v, want [1 3 5]", got)
+	if got := s1.got(calls, 0); !slices.Equal(got, []int64{1, 5}) {
+		t.Fatalf("ivr-calls marked %v, want [1 5]", got)
+	}
+	if got := s1.got(evs, 0); !slices.Equal(got, []int64{21, 23}) {
+		t.Fatalf("followup-events marked %v, want [21 23]", got)
 	}
 	if got := s1.got(loop, 0); len(got) != 0 {
 		t.Fatalf("the placer marked the loop topic itself: %v", got)
@@ -133,7 +148,7 @@ func TestPlacerKeepsTheCallsCommits(t *testing.T) {
 	f.p.End(s1)
 	f.p.Record(0, "d", "d1", 50)
 	f.p.Mark(s1, loop, 0, 51)
-	if got := s1.got(calls, 0); !slices.Equal(got, []int64{1, 3, 5}) {
+	if got := s1.got(calls, 0); !slices.Equal(got, []int64{1, 5}) {
 		t.Fatalf("marked %v on a session that ended", got)
 	}
 	if err := st.Close(); err != nil {

@@ -50,7 +50,8 @@ func HasInFlight(value []byte) bool {
 type partition struct {
 	id      int32
 	done    chan struct{} // closed when the partition is given up
-	commits *commits
+	commits *commits      // of ivr-calls
+	events  *commits      // of followup-events: a Forget waits for the calls before it
 	session sarama.ConsumerGroupSession // the session commits marks on; nil: none
 
 	mu    sync.Mutex
@@ -67,8 +68,8 @@ type held struct {
 	offset int64
 }
 
-func newPartition(id int32, c *commits, session sarama.ConsumerGroupSession) *partition {
-	return &partition{id: id, done: make(chan struct{}), commits: c, session: session,
+func newPartition(id int32, c, events *commits, session sarama.ConsumerGroupSession) *partition {
+	return &partition{id: id, done: make(chan struct{}), commits: c, events: events, session: session,
 		users: map[string]map[string]held{}, loop: map[int64][]int64{}}
 }
 
@@ -159,6 +160,7 @@ func (p *partition) count() int {
 // its commits not marked.
 func (p *partition) giveUp() {
 	p.commits.unbind()
+	p.events.unbind()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.gone {

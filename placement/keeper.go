@@ -9,8 +9,11 @@ import (
 // taken by the partitions' commits (commits.go), which mark on the live
 // session only up to the first call whose status is not recorded; Goka's
 // marks of the loop topic go on to the session, and release the calls whose
-// first status the marked record recorded. Marks of other topics go on
-// untouched.
+// first status the marked record recorded. Goka's marks of followup-events
+// are kept in order too: a Forget is committed only once every ivr-calls
+// record before it is, so that after a crash either the forgotten user's
+// calls are not consumed again or the Forget is. Marks of other topics go
+// on untouched.
 //
 // A partition's commits mark on the session that was live when the
 // partition came (MarkRecovered runs inside Goka's Setup of that session)
@@ -30,6 +33,11 @@ func (p *Placer) Mark(sess sarama.ConsumerGroupSession, topic string, part int32
 	case p.cfg.Calls:
 		if owned := p.partition(part); owned != nil && owned.session == sess {
 			owned.commits.done(next - 1)
+		}
+		return false
+	case p.cfg.Events:
+		if owned := p.partition(part); owned != nil && owned.session == sess {
+			owned.events.done(next - 1)
 		}
 		return false
 	case p.cfg.Loop:
@@ -52,6 +60,7 @@ func (p *Placer) End(sess sarama.ConsumerGroupSession) {
 	for _, part := range p.owned {
 		if part.session == sess {
 			part.commits.unbind()
+			part.events.unbind()
 		}
 	}
 }
@@ -62,10 +71,10 @@ func (p *Placer) newPartition(id int32) *partition {
 	p.mu.Lock()
 	sess := p.session
 	p.mu.Unlock()
-	var mark Marker
+	var calls, events Marker
 	if sess != nil {
-		topic := p.cfg.Calls
-		mark = func(next int64) { sess.MarkOffset(topic, id, next, "") }
+		calls = func(next int64) { sess.MarkOffset(p.cfg.Calls, id, next, "") }
+		events = func(next int64) { sess.MarkOffset(p.cfg.Events, id, next, "") }
 	}
-	return newPartition(id, newCommits(mark), sess)
+	return newPartition(id, newCommits(calls), newCommits(events), sess)
 }

@@ -54,9 +54,10 @@ type Config struct {
 	// wraps; Partitions is its partition count.
 	Table      string
 	Partitions int
-	// Calls and Loop are the topics of the dialer's calls (ivr-calls) and
-	// of its loop: their commits are kept (CommitKeeper).
-	Calls, Loop string
+	// Calls, Events and Loop are the topics of the dialer's calls
+	// (ivr-calls), of the scheduler's events (followup-events) and of its
+	// loop: their commits are kept (CommitKeeper).
+	Calls, Events, Loop string
 	// MaxInFlight is how many calls this process places at a time, each
 	// from its answer's wait for a token to its answer being stored.
 	MaxInFlight int
@@ -181,8 +182,8 @@ func New(cfg Config) (*Placer, error) {
 		return nil, errors.New("placement: no provider")
 	case cfg.Results == nil:
 		return nil, errors.New("placement: nowhere to send the answers")
-	case cfg.Table == "" || cfg.Calls == "" || cfg.Loop == "":
-		return nil, errors.New("placement: no table, calls or loop topic")
+	case cfg.Table == "" || cfg.Calls == "" || cfg.Events == "" || cfg.Loop == "":
+		return nil, errors.New("placement: no table, calls, events or loop topic")
 	case cfg.CPS < 0:
 		return nil, fmt.Errorf("placement: calls per second %v", cfg.CPS)
 	}
@@ -345,19 +346,35 @@ func (p *Placer) Record(part int32, user, callID string, loopOffset int64) *pb.I
 	return h.call
 }
 
+// Event registers the followup-events record at offset of partition part:
+// it is committed once Goka commits it. The dialer calls Event or Forget
+// for every record of followup-events, in offset order, on the partition's
+// goroutine.
+func (p *Placer) Event(part int32, offset int64) {
+	if owned := p.partition(part); owned != nil {
+		owned.events.add(offset, 1)
+	}
+}
+
 // Forget drops the calls partition part holds for user (forgotten, or
-// expired): those not placed yet are not placed, and their ivr-calls
-// records are done. Called on the partition's goroutine.
-func (p *Placer) Forget(part int32, user string) {
+// expired), on the followup-events record at offset: those not placed yet
+// are not placed, and their ivr-calls records are done. The record is
+// committed once Goka commits it and every ivr-calls record consumed
+// before it is committed: after a crash, a call of the user that was not
+// committed is consumed again only with the Forget. Called on the
+// partition's goroutine.
+func (p *Placer) Forget(part int32, user string, offset int64) {
 	owned := p.partition(part)
 	if owned == nil {
 		return
 	}
+	owned.events.add(offset, 2)
 	for _, h := range owned.forget(user) {
 		if h.offset >= 0 {
 			owned.commits.done(h.offset)
 		}
 	}
+	owned.commits.after(func() { owned.events.done(offset) })
 }
 
 func (p *Placer) partition(part int32) *partition {

@@ -28,6 +28,7 @@ const (
 	table = "ivr-dialer-table"
 	calls = "ivr-calls"
 	loop  = "ivr-dialer-loop"
+	evs   = "followup-events"
 )
 
 // answers records what the placer stored.
@@ -133,7 +134,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	if cfg.Provider == nil {
 		cfg.Provider = f.prov
 	}
-	cfg.Results, cfg.Table, cfg.Calls, cfg.Loop, cfg.Clock = f.ans, table, calls, loop, f.clk
+	cfg.Results, cfg.Table, cfg.Calls, cfg.Events, cfg.Loop, cfg.Clock = f.ans, table, calls, evs, loop, f.clk
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	p, err := New(cfg)
 	if err != nil {
@@ -358,7 +359,7 @@ func TestOnlyCallsStillInFlightArePlaced(t *testing.T) {
 	if c := f.p.Record(0, "b", "answered", 8); c != nil {
 		t.Fatalf("recorded twice: %v", c)
 	}
-	f.p.Forget(0, "c")
+	f.p.Forget(0, "c", 0)
 	f.prov.gate <- struct{}{} // first
 	f.prov.gate <- struct{}{} // kept
 	idle(f.p)

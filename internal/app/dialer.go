@@ -51,6 +51,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		Results:     loop,
 		Table:       string(cfg.Topics.DialerTable()),
 		Calls:       string(cfg.Topics.Calls),
+		Events:      string(cfg.Topics.Events),
 		Loop:        string(cfg.Topics.DialerLoop()),
 		Partitions:  cfg.Kafka.Partitions,
 		MaxInFlight: cfg.MaxInFlight,

@@ -49,17 +49,18 @@ import (
 //
 // Every ivr-calls record goes to Submit (a call to place: false if the
 // placer holds its call id already) or Track (a record dropped), with its
-// offset, in offset order. Record tells it that a status recorded the call
-// (it returns the call if the placer held it); Forget that a user's calls
-// are not to be placed. All four are called from the partitions'
-// callbacks, concurrently across partitions; Submit may wait while the
+// offset, in offset order; every followup-events record to Forget (a
+// user's calls are not to be placed) or Event (nothing to do). Record
+// tells it that a status recorded the call (it returns the call if the
+// placer held it). All are called from the partitions' callbacks, concurrently across partitions; Submit may wait while the
 // placer is full, until ctx ends. StorageBuilder wraps the dialer table's
 // storage so that the placer knows the partitions this process owns.
 type Placer interface {
 	Submit(ctx context.Context, partition int32, offset int64, call *pb.IVRCall) (bool, error)
 	Track(partition int32, offset int64)
 	Record(partition int32, user, callID string, loopOffset int64) *pb.IVRCall
-	Forget(partition int32, user string)
+	Event(partition int32, offset int64)
+	Forget(partition int32, user string, offset int64)
 	StorageBuilder(inner storage.Builder) storage.Builder
 }
 
@@ -289,16 +290,17 @@ func record(st *pb.DialerState, id string) *pb.DialRecord {
 // is then not placed. Other events are none of the dialer's business.
 func (d *Dialer) onEvent(ctx goka.Context, msg any) {
 	ev, ok := msg.(*pb.ScheduleEvent)
-	if !ok {
+	switch {
+	case !ok:
+		d.cfg.Placer.Event(ctx.Partition(), ctx.Offset())
 		d.undecodable(ctx, msg)
-		return
-	}
-	switch ev.GetKind() {
-	case pb.ScheduleEvent_KIND_FORGOTTEN, pb.ScheduleEvent_KIND_EXPIRED:
+	case ev.GetKind() == pb.ScheduleEvent_KIND_FORGOTTEN || ev.GetKind() == pb.ScheduleEvent_KIND_EXPIRED:
 		if ctx.Value() != nil {
 			ctx.Delete()
 		}
-		d.cfg.Placer.Forget(ctx.Partition(), ctx.Key())
+		d.cfg.Placer.Forget(ctx.Partition(), ctx.Key(), ctx.Offset())
 		d.Stats.Forgotten.Add(1)
+	default:
+		d.cfg.Placer.Event(ctx.Partition(), ctx.Offset())
 	}
 }

@@ -78,7 +78,7 @@ func setup(t *testing.T, prov providers.Provider, maxInFlight int, opts ...func(
 		t.Fatal(err)
 	}
 	h.p, err = placement.New(placement.Config{Provider: prov, Results: loop, Table: string(h.topics.DialerTable()), Partitions: 1,
-		Calls: string(h.topics.Calls), Loop: string(h.topics.DialerLoop()),
+		Calls: string(h.topics.Calls), Events: string(h.topics.Events), Loop: string(h.topics.DialerLoop()),
 		MaxInFlight: maxInFlight, Logger: log})
 	if err != nil {
 		t.Fatal(err)
