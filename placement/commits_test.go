@@ -169,3 +169,35 @@ func TestPlacerKeepsTheCallsCommits(t *testing.T) {
 	}
 	close(f.prov.gate)
 }
+
+// A call given up with its partition while a worker places it, and held
+// again by the partition's next session, waits for that worker; once its
+// status is recorded, it is skipped, and its id can be placed again later.
+func TestCallHeldAgainWaitsForItsWorker(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 2})
+	f.prov.gate = make(chan struct{})
+	f.prov.entered = make(chan string, 2)
+	st := f.open(t, 0, nil)
+	f.record(t, st, 0, call("a", "a1"))
+	<-f.prov.entered
+	if err := st.Close(); err != nil { // a rebalance: the next session holds a1 again
+		t.Fatal(err)
+	}
+	st = f.open(t, 0, nil)
+	defer st.Close()
+	f.record(t, st, 0, call("a", "a1"))
+	if f.p.Record(0, "a", "a1", 1) == nil { // a status callback, recorded
+		t.Fatal("a1 not held by the new session")
+	}
+	f.prov.gate <- struct{}{} // the first worker's request is answered
+	idle(f.p)
+	if got := f.prov.Seen(); len(got) != 1 || f.p.Stats.Skipped.Load() != 1 {
+		t.Fatalf("placed %v, skipped %d", got, f.p.Stats.Skipped.Load())
+	}
+	f.record(t, st, 0, call("a", "a1")) // its id is free again (a replay after a crash would be dropped by the dialer)
+	f.prov.gate <- struct{}{}
+	idle(f.p)
+	if got := f.prov.Seen(); len(got) != 2 {
+		t.Fatalf("placed %v: the id stayed busy", got)
+	}
+}

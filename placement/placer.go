@@ -465,11 +465,15 @@ func (p *Placer) Run(ctx context.Context) error {
 func (p *Placer) handle(ctx context.Context, j job) {
 	id, user := j.call.GetCallId(), j.call.GetUserId()
 	busy := user + "\x00" + id
-	if !j.part.has(user, id) || !p.claim(ctx, busy) || !j.part.has(user, id) {
+	if !j.part.has(user, id) || !p.claim(ctx, busy) {
 		p.Stats.Skipped.Add(1)
 		return
 	}
 	defer p.release(busy)
+	if !j.part.has(user, id) { // its status came while another worker placed it
+		p.Stats.Skipped.Add(1)
+		return
+	}
 	p.Stats.Placing.Add(1)
 	defer p.Stats.Placing.Add(-1)
 	st := p.place(ctx, j)
