@@ -49,9 +49,9 @@ func HasInFlight(value []byte) bool {
 // holds and releases calls, the workers read, Goka's commit callbacks mark.
 type partition struct {
 	id      int32
-	done    chan struct{} // closed when the partition is given up
-	commits *commits      // of ivr-calls
-	events  *commits      // of followup-events: a Forget waits for the calls before it
+	done    chan struct{}               // closed when the partition is given up
+	commits *commits                    // of ivr-calls
+	events  *commits                    // of followup-events: a Forget waits for the calls before it
 	session sarama.ConsumerGroupSession // the session commits marks on; nil: none
 
 	mu    sync.Mutex
