@@ -528,6 +528,13 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 			if p.cfg.RateWait != nil {
 				p.cfg.RateWait.Observe(p.cfg.Clock.Now().Sub(began).Seconds())
 			}
+			if !j.part.has(c.GetUserId(), c.GetCallId()) {
+				// Its status came, its user was forgotten, or its partition
+				// went (a rebalance: the next owner places it) while it
+				// waited for its token.
+				p.Stats.Skipped.Add(1)
+				return nil
+			}
 		}
 		now := p.cfg.Clock.Now()
 		if n == 1 {

@@ -481,3 +481,24 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return string(s.b)
 }
+
+// A call whose partition goes while it waits for its token of the calls
+// per second is not sent when the token comes: the partition's next owner
+// places it.
+func TestCallWaitingForItsTokenIsNotSentAfterItsPartitionWent(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 2, CPS: 1, Partitions: 1})
+	st := f.open(t, 0, nil)
+	f.record(t, st, 0, call("u", "first"), call("u", "waits"))
+	f.ans.wait(1) // "first" took the saved token; "waits" waits for the next
+	f.clk.BlockUntil(1)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = f.open(t, 0, nil) // the partition comes back (a rebalance), and its share
+	defer st.Close()
+	f.clk.Advance(time.Second)
+	idle(f.p)
+	if got := f.prov.Seen(); !slices.Equal(got, []string{"first"}) || f.p.Stats.Skipped.Load() != 1 {
+		t.Fatalf("placed %v, skipped %d", got, f.p.Stats.Skipped.Load())
+	}
+}
