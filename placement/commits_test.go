@@ -194,10 +194,37 @@ func TestCallHeldAgainWaitsForItsWorker(t *testing.T) {
 	if got := f.prov.Seen(); len(got) != 1 || f.p.Stats.Skipped.Load() != 1 {
 		t.Fatalf("placed %v, skipped %d", got, f.p.Stats.Skipped.Load())
 	}
+	f.p.Record(0, "a", "a1", 2)         // the answer reaches the dialer
 	f.record(t, st, 0, call("a", "a1")) // its id is free again (a replay after a crash would be dropped by the dialer)
 	f.prov.gate <- struct{}{}
 	idle(f.p)
 	if got := f.prov.Seen(); len(got) != 2 {
 		t.Fatalf("placed %v: the id stayed busy", got)
+	}
+}
+
+// A call the session before answered (its answer sent, not yet recorded)
+// and the next session holds again is not placed again: its answer, on its
+// way, releases it.
+func TestCallAnsweredInTheSessionBeforeIsNotPlacedAgain(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 2})
+	f.prov.gate = make(chan struct{})
+	f.prov.entered = make(chan string, 2)
+	st := f.open(t, 0, nil)
+	f.record(t, st, 0, call("a", "a1"))
+	<-f.prov.entered
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = f.open(t, 0, nil)
+	defer st.Close()
+	f.record(t, st, 0, call("a", "a1")) // waits for the worker of the session before
+	close(f.prov.gate)
+	idle(f.p)
+	if got := f.prov.Seen(); len(got) != 1 || len(f.ans.all()) != 1 || f.p.Stats.Skipped.Load() != 1 {
+		t.Fatalf("placed %v, %d answers, skipped %d", got, len(f.ans.all()), f.p.Stats.Skipped.Load())
+	}
+	if c := f.p.Record(0, "a", "a1", 3); c.GetCallId() != "a1" {
+		t.Fatalf("the answer did not release the call held again: %v", c)
 	}
 }

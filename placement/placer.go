@@ -159,6 +159,9 @@ type Placer struct {
 	bucket *ratelimit.Bucket // nil: no calls-per-second limit
 	queue  chan job
 	Stats  Stats
+	// answered holds the calls answered and not recorded yet, across
+	// sessions.
+	answered answered
 
 	mu      sync.Mutex
 	owned   map[int32]*partition
@@ -329,8 +332,9 @@ func (p *Placer) Submit(ctx context.Context, part int32, offset int64, call *pb.
 	return true, p.enqueue(ctx, job{part: owned, call: call})
 }
 
-// Record tells the placer that the loop record at loopOffset records the
-// first status of a call: it returns the call if partition part held it,
+// Record tells the placer that the loop record at loopOffset records a
+// status of a call: it returns the call if partition part held it (its
+// first status),
 // and no longer holds it (a worker that has not placed it skips it). The
 // call's ivr-calls record is done once Goka commits the loop record (what
 // it wrote is acknowledged). Called on the partition's goroutine.
@@ -340,6 +344,7 @@ func (p *Placer) Record(part int32, user, callID string, loopOffset int64) *pb.I
 		return nil
 	}
 	h, ok := owned.release(user, callID, loopOffset)
+	p.answered.take(part, user, callID)
 	if !ok {
 		return nil
 	}
@@ -374,6 +379,7 @@ func (p *Placer) Forget(part int32, user string, offset int64) {
 			owned.commits.done(h.offset)
 		}
 	}
+	p.answered.forget(part, user)
 	owned.commits.after(func() { owned.events.done(offset) })
 }
 
@@ -470,7 +476,10 @@ func (p *Placer) handle(ctx context.Context, j job) {
 		return
 	}
 	defer p.release(busy)
-	if !j.part.has(user, id) { // its status came while another worker placed it
+	if !j.part.has(user, id) || p.answered.has(j.part.id, user, id) {
+		// Its status came while another worker placed it, or that worker
+		// (of the session before) sent its answer: the answer's record
+		// releases it.
 		p.Stats.Skipped.Add(1)
 		return
 	}
@@ -480,7 +489,12 @@ func (p *Placer) handle(ctx context.Context, j job) {
 	if st == nil {
 		return
 	}
-	if p.store(ctx, j, st) && st.GetOutcome() == pb.Outcome_OUTCOME_FAILED && st.GetFinal() {
+	p.answered.add(j.part.id, j.call) // before the answer can be recorded
+	if !p.store(ctx, j, st) {
+		p.answered.take(j.part.id, user, id)
+		return
+	}
+	if st.GetOutcome() == pb.Outcome_OUTCOME_FAILED && st.GetFinal() {
 		p.Stats.Failed.Add(1)
 	}
 }

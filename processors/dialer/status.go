@@ -66,8 +66,10 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 	}
 	st := d.value(ctx)
 	r := record(st, s.GetCallId())
-	if r == nil {
-		if call := d.first(ctx, st, s); call != nil {
+	// The placer forgets the call in any case (recorded already: a status
+	// after the first one).
+	if call := d.first(ctx, st, s); r == nil {
+		if call != nil {
 			r = &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt()}
 			st.Calls = append(st.Calls, r)
 			if n := len(st.Calls) - d.cfg.History; n > 0 {
