@@ -1,22 +1,23 @@
 package placement
 
 import (
-	"fmt"
 	"sync"
 
+	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 )
 
-// The field numbers of DialerState.in_flight and IVRCall.call_id.
-const (
-	inFlightField protowire.Number = 2
-	callIDField   protowire.Number = 1
-)
+// The field number of DialerState.in_flight.
+const inFlightField protowire.Number = 2
 
-// HasInFlight reports whether a stored DialerState lists calls in flight,
-// reading only its top-level field tags. It is the Marker of the dialer's
-// local stores (localstore.Stores.Mark): the users it accepts are found
-// again after a crash without reading the table.
+// HasInFlight reports whether a stored DialerState lists calls in flight
+// (only values written before calls in flight were the uncommitted tail of
+// ivr-calls do), reading only its top-level field tags. It is the Marker
+// of the dialer's local stores (localstore.Stores.Mark): the users it
+// accepts are found again when a partition comes without reading the
+// table.
 func HasInFlight(value []byte) bool {
 	for len(value) > 0 {
 		num, typ, n := protowire.ConsumeTag(value)
@@ -35,122 +36,131 @@ func HasInFlight(value []byte) bool {
 	return false
 }
 
-// InFlightIDs returns the call ids a stored DialerState lists in flight,
-// reading nothing else of it.
-func InFlightIDs(value []byte) ([]string, error) {
-	var ids []string
-	for len(value) > 0 {
-		num, typ, n := protowire.ConsumeTag(value)
-		if n < 0 {
-			return nil, fmt.Errorf("dialer state: %w", protowire.ParseError(n))
-		}
-		value = value[n:]
-		if num != inFlightField || typ != protowire.BytesType {
-			m := protowire.ConsumeFieldValue(num, typ, value)
-			if m < 0 {
-				return nil, fmt.Errorf("dialer state: %w", protowire.ParseError(m))
-			}
-			value = value[m:]
-			continue
-		}
-		call, m := protowire.ConsumeBytes(value)
-		if m < 0 {
-			return nil, fmt.Errorf("dialer state: %w", protowire.ParseError(m))
-		}
-		value = value[m:]
-		id, err := callID(call)
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
-}
-
-// callID reads IVRCall.call_id off the wire (the last one, as proto does).
-func callID(call []byte) (string, error) {
-	var id string
-	for len(call) > 0 {
-		num, typ, n := protowire.ConsumeTag(call)
-		if n < 0 {
-			return "", fmt.Errorf("dialer state: call: %w", protowire.ParseError(n))
-		}
-		call = call[n:]
-		if num == callIDField && typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(call)
-			if m < 0 {
-				return "", fmt.Errorf("dialer state: call id: %w", protowire.ParseError(m))
-			}
-			id, call = string(v), call[m:]
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, call)
-		if m < 0 {
-			return "", fmt.Errorf("dialer state: call: %w", protowire.ParseError(m))
-		}
-		call = call[m:]
-	}
-	return id, nil
-}
-
-// partition is the calls in flight of one table partition this process
-// owns, kept current by the partition's storage (every write of a user's
-// value sets the user's ids). A worker places a call only while its
-// partition lists it: a call the dialer answered, dropped (the user was
-// forgotten) or whose partition went to another owner is not placed.
+// partition is one partition of the dialer this process owns, for one
+// consumer group session: the calls the placer holds for it (queued or
+// being placed, until their first status is recorded in their user's
+// value, or their user is forgotten) and the commits of its ivr-calls
+// records. A worker places a call only while its partition holds it: a call
+// whose status came already (a provider's callback came first), a call of
+// a forgotten user, or one whose partition went to another owner is not
+// placed.
 //
 // Its methods are safe for concurrent use: the partition's goroutine
-// writes, the workers read.
+// holds and releases calls, the workers read, Goka's commit callbacks mark.
 type partition struct {
-	id   int32
-	done chan struct{} // closed when the partition is given up
+	id      int32
+	done    chan struct{}               // closed when the partition is given up
+	commits *commits                    // of ivr-calls
+	events  *commits                    // of followup-events: a Forget waits for the calls before it
+	session sarama.ConsumerGroupSession // the session commits marks on; nil: none
 
 	mu    sync.Mutex
-	users map[string][]string // user id -> call ids in flight
+	users map[string]map[string]held // user id -> call id -> call held
+	n     int
+	loop  map[int64][]int64 // loop offset -> ivr-calls offsets its record releases
 	gone  bool
 }
 
-func newPartition(id int32) *partition {
-	return &partition{id: id, done: make(chan struct{}), users: map[string][]string{}}
+// held is a call the placer holds, and the offset of its ivr-calls record
+// (-1: a call listed in flight by a value written before this version).
+type held struct {
+	call   *pb.IVRCall
+	offset int64
 }
 
-func (p *partition) set(user string, ids []string) {
+func newPartition(id int32, c, events *commits, session sarama.ConsumerGroupSession) *partition {
+	return &partition{id: id, done: make(chan struct{}), commits: c, events: events, session: session,
+		users: map[string]map[string]held{}, loop: map[int64][]int64{}}
+}
+
+// hold holds a call; false if the partition holds its call id already.
+func (p *partition) hold(user string, h held) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(ids) == 0 {
-		delete(p.users, user)
-		return
+	calls := p.users[user]
+	if _, ok := calls[h.call.GetCallId()]; ok {
+		return false
 	}
-	p.users[user] = ids
+	if calls == nil {
+		calls = map[string]held{}
+		p.users[user] = calls
+	}
+	calls[h.call.GetCallId()] = h
+	p.n++
+	return true
 }
 
-// has says whether the partition is still owned and lists the call in flight.
+// release stops holding a call, whose first status is being recorded by
+// the loop record at loopOffset: its ivr-calls record is done once Goka
+// commits that loop record.
+func (p *partition) release(user, callID string, loopOffset int64) (held, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.users[user][callID]
+	if !ok {
+		return held{}, false
+	}
+	p.drop(user, callID)
+	if h.offset >= 0 {
+		p.loop[loopOffset] = append(p.loop[loopOffset], h.offset)
+	}
+	return h, true
+}
+
+// recorded returns the ivr-calls offsets released by the loop record at
+// loopOffset, now committed by Goka.
+func (p *partition) recorded(loopOffset int64) []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	offs := p.loop[loopOffset]
+	delete(p.loop, loopOffset)
+	return offs
+}
+
+// forget stops holding a user's calls and returns them.
+func (p *partition) forget(user string) []held {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []held
+	for id, h := range p.users[user] {
+		out = append(out, h)
+		p.drop(user, id)
+	}
+	return out
+}
+
+// drop removes a held call. Called with mu held.
+func (p *partition) drop(user, callID string) {
+	delete(p.users[user], callID)
+	if len(p.users[user]) == 0 {
+		delete(p.users, user)
+	}
+	p.n--
+}
+
+// has says whether the partition is still owned and holds the call.
 func (p *partition) has(user, callID string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.gone {
 		return false
 	}
-	for _, id := range p.users[user] {
-		if id == callID {
-			return true
-		}
-	}
-	return false
+	_, ok := p.users[user][callID]
+	return ok
 }
 
-// count is how many calls the partition lists in flight.
+// count is how many calls the partition holds.
 func (p *partition) count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
-	for _, ids := range p.users {
-		n += len(ids)
-	}
-	return n
+	return p.n
 }
 
+// giveUp ends the partition: its calls are not placed here any more and
+// its commits not marked.
 func (p *partition) giveUp() {
+	p.commits.unbind()
+	p.events.unbind()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.gone {

@@ -2,13 +2,20 @@
 // a pool of workers (at most --max-in-flight calls at a time), a
 // calls-per-second bucket the workers share (--cps, of which this process
 // takes the share of the partitions it owns), and retries of 429 and 5xx
-// answers with backoff and Retry-After within each call's deadline. It
-// keeps, through a wrapper of the dialer table's storage, the calls in
-// flight of each partition this process owns, and places again those the
-// table says are in flight when a partition comes (after a crash or a
-// rebalance). Each placement's answer goes to the dialer's loop topic, where
-// the dialer records it. docs/design.md explains why nothing is lost or
-// placed twice.
+// answers with backoff and Retry-After within each call's deadline. Each
+// placement's answer goes to the dialer's loop topic, where the dialer
+// records it.
+//
+// Calls in flight are the uncommitted tail of ivr-calls: the placer holds
+// each call it is given until its first status is recorded, and keeps the
+// commits of ivr-calls in offset order (commits.go): as the dialer's
+// CommitKeeper (keeper.go) it takes Goka's marks of the dialer's consumer
+// group and commits each partition of ivr-calls only up to its first call
+// whose status is not recorded. After a crash or a rebalance the
+// partition's next owner consumes those calls again. Through a wrapper of
+// the dialer table's storage it learns which partitions this process owns,
+// and places the calls that values written by earlier versions list in
+// flight. docs/design.md explains why nothing is lost or placed twice.
 package placement
 
 import (
@@ -22,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -46,6 +54,10 @@ type Config struct {
 	// wraps; Partitions is its partition count.
 	Table      string
 	Partitions int
+	// Calls, Events and Loop are the topics of the dialer's calls
+	// (ivr-calls), of the scheduler's events (followup-events) and of its
+	// loop: their commits are kept (CommitKeeper).
+	Calls, Events, Loop string
 	// MaxInFlight is how many calls this process places at a time, each
 	// from its answer's wait for a token to its answer being stored.
 	MaxInFlight int
@@ -61,7 +73,7 @@ type Config struct {
 	// longer Retry-After is honoured.
 	MinBackoff, MaxBackoff time.Duration
 	// Drain is how long requests under way may finish when the placer
-	// stops; a call cut off stays in flight in the table and is placed
+	// stops; a call cut off stays uncommitted in ivr-calls and is placed
 	// again at the next start.
 	Drain time.Duration
 	// Latency, if set, observes each provider request's duration in
@@ -117,10 +129,12 @@ type Stats struct {
 	// Requests sent, and those answered 429 or 5xx (then retried, or
 	// failed at the deadline).
 	Requests, TooMany, ServerErrors atomic.Int64
-	// Skipped: calls no longer in flight when their turn came (answered
-	// already, the user forgotten, or the partition gone to another owner).
+	// Skipped: calls no longer held when their turn came (a status
+	// recorded already, the user forgotten, or the partition gone to
+	// another owner).
 	Skipped atomic.Int64
-	// Resubmitted: calls found in flight when a partition came.
+	// Resubmitted: calls found in flight in values written by earlier
+	// versions when a partition came.
 	Resubmitted atomic.Int64
 }
 
@@ -145,13 +159,17 @@ type Placer struct {
 	bucket *ratelimit.Bucket // nil: no calls-per-second limit
 	queue  chan job
 	Stats  Stats
+	// answered holds the calls answered and not recorded yet, across
+	// sessions.
+	answered answered
 
-	mu     sync.Mutex
-	owned  map[int32]*partition
-	busy   map[string]bool // user and call ids a worker is placing
-	active int             // queued or being placed
-	idle   chan struct{}   // closed when active drops to 0
-	jitter func() float64
+	mu      sync.Mutex
+	owned   map[int32]*partition
+	session sarama.ConsumerGroupSession // the live session (CommitKeeper); nil: none
+	busy    map[string]chan struct{}    // user and call ids a worker is placing; closed when done
+	active  int                         // queued or being placed
+	idle    chan struct{}               // closed when active drops to 0
+	jitter  func() float64
 }
 
 type job struct {
@@ -167,8 +185,8 @@ func New(cfg Config) (*Placer, error) {
 		return nil, errors.New("placement: no provider")
 	case cfg.Results == nil:
 		return nil, errors.New("placement: nowhere to send the answers")
-	case cfg.Table == "":
-		return nil, errors.New("placement: no table topic")
+	case cfg.Table == "" || cfg.Calls == "" || cfg.Events == "" || cfg.Loop == "":
+		return nil, errors.New("placement: no table, calls, events or loop topic")
 	case cfg.CPS < 0:
 		return nil, fmt.Errorf("placement: calls per second %v", cfg.CPS)
 	}
@@ -176,7 +194,7 @@ func New(cfg Config) (*Placer, error) {
 		cfg:    cfg,
 		queue:  make(chan job, max(queueMin, queuePerWorker*cfg.MaxInFlight)),
 		owned:  map[int32]*partition{},
-		busy:   map[string]bool{},
+		busy:   map[string]chan struct{}{},
 		idle:   make(chan struct{}),
 		jitter: rand.Float64,
 	}
@@ -194,6 +212,9 @@ func (p *Placer) own(part *partition) {
 		old.giveUp()
 	}
 	p.owned[part.id] = part
+	if part.session != p.session { // the session ended while the partition came
+		part.commits.unbind()
+	}
 	p.share()
 }
 
@@ -231,7 +252,8 @@ func (p *Placer) Rate() float64 {
 	return p.bucket.Rate()
 }
 
-// InFlight is how many calls the owned partitions list in flight.
+// InFlight is how many calls the owned partitions hold: queued or being
+// placed, their first status not recorded yet.
 func (p *Placer) InFlight() int {
 	p.mu.Lock()
 	parts := make([]*partition, 0, len(p.owned))
@@ -276,20 +298,95 @@ func (p *Placer) Idle() <-chan struct{} {
 	return p.idle
 }
 
-// Submit queues a call the dialer recorded in flight in partition part's
-// table. It waits while the queue is full (holding the partition's
-// callback back) until ctx ends or the partition is given up; the call
-// stays in flight in the table then, and is placed by the partition's next
-// owner.
-func (p *Placer) Submit(ctx context.Context, part int32, call *pb.IVRCall) error {
-	p.mu.Lock()
-	owned := p.owned[part]
-	p.mu.Unlock()
-	if owned == nil {
-		return fmt.Errorf("%w: %d", ErrNotOwned, part)
+// Track registers the ivr-calls record at offset of partition part, which
+// the dialer dropped (a call id seen before, or a record not to place):
+// it is committed once Goka commits it. The dialer calls Track or Submit
+// for every record of ivr-calls, in offset order, on the partition's
+// goroutine.
+func (p *Placer) Track(part int32, offset int64) {
+	if owned := p.partition(part); owned != nil {
+		owned.commits.add(offset, 1)
 	}
+}
+
+// Submit queues the call of the ivr-calls record at offset of partition
+// part, unless the partition holds its call id already (then false, and
+// the record is tracked as dropped). The placer holds the call until its
+// first status is recorded (Record) or its user is forgotten (Forget);
+// the record is committed once both that and Goka's commit of it happened.
+// Submit waits while the queue is full (holding the partition's callback
+// back) until ctx ends or the partition is given up; the call stays
+// uncommitted in ivr-calls then, and is placed by the partition's next
+// owner.
+func (p *Placer) Submit(ctx context.Context, part int32, offset int64, call *pb.IVRCall) (bool, error) {
+	owned := p.partition(part)
+	if owned == nil {
+		return false, fmt.Errorf("%w: %d", ErrNotOwned, part)
+	}
+	if !owned.hold(call.GetUserId(), held{call: call, offset: offset}) {
+		owned.commits.add(offset, 1)
+		return false, nil
+	}
+	owned.commits.add(offset, 2)
 	p.begin(1)
-	return p.enqueue(ctx, job{part: owned, call: call})
+	return true, p.enqueue(ctx, job{part: owned, call: call})
+}
+
+// Record tells the placer that the loop record at loopOffset records a
+// status of a call: it returns the call if partition part held it (its
+// first status),
+// and no longer holds it (a worker that has not placed it skips it). The
+// call's ivr-calls record is done once Goka commits the loop record (what
+// it wrote is acknowledged). Called on the partition's goroutine.
+func (p *Placer) Record(part int32, user, callID string, loopOffset int64) *pb.IVRCall {
+	owned := p.partition(part)
+	if owned == nil {
+		return nil
+	}
+	h, ok := owned.release(user, callID, loopOffset)
+	p.answered.take(part, user, callID)
+	if !ok {
+		return nil
+	}
+	return h.call
+}
+
+// Event registers the followup-events record at offset of partition part:
+// it is committed once Goka commits it. The dialer calls Event or Forget
+// for every record of followup-events, in offset order, on the partition's
+// goroutine.
+func (p *Placer) Event(part int32, offset int64) {
+	if owned := p.partition(part); owned != nil {
+		owned.events.add(offset, 1)
+	}
+}
+
+// Forget drops the calls partition part holds for user (forgotten, or
+// expired), on the followup-events record at offset: those not placed yet
+// are not placed, and their ivr-calls records are done. The record is
+// committed once Goka commits it and every ivr-calls record consumed
+// before it is committed: after a crash, a call of the user that was not
+// committed is consumed again only with the Forget. Called on the
+// partition's goroutine.
+func (p *Placer) Forget(part int32, user string, offset int64) {
+	owned := p.partition(part)
+	if owned == nil {
+		return
+	}
+	owned.events.add(offset, 2)
+	for _, h := range owned.forget(user) {
+		if h.offset >= 0 {
+			owned.commits.done(h.offset)
+		}
+	}
+	p.answered.forget(part, user)
+	owned.commits.after(func() { owned.events.done(offset) })
+}
+
+func (p *Placer) partition(part int32) *partition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owned[part]
 }
 
 // enqueue queues a job counted by begin.
@@ -309,8 +406,17 @@ func (p *Placer) enqueue(ctx context.Context, j job) error {
 }
 
 // resubmit queues, in the background, the calls a partition's table
-// listed in flight when it came to this process.
+// listed in flight when it came to this process (values written by earlier
+// versions), holding them with no ivr-calls record.
 func (p *Placer) resubmit(part *partition, calls []*pb.IVRCall) {
+	n := 0
+	for _, c := range calls {
+		if part.hold(c.GetUserId(), held{call: c, offset: -1}) {
+			calls[n] = c
+			n++
+		}
+	}
+	calls = calls[:n]
 	p.begin(len(calls))
 	go func() {
 		for i, c := range calls {
@@ -359,46 +465,70 @@ func (p *Placer) Run(ctx context.Context) error {
 	return nil
 }
 
-// handle places one call and stores its answer, unless it is no longer in
-// flight or another worker of this process places it.
+// handle places one call and stores its answer, unless it is no longer
+// held. A call another worker of this process places (one given up with
+// its partition and held again by its next session) waits for it first.
 func (p *Placer) handle(ctx context.Context, j job) {
 	id, user := j.call.GetCallId(), j.call.GetUserId()
 	busy := user + "\x00" + id
-	if !j.part.has(user, id) || !p.claim(busy) {
+	if !j.part.has(user, id) || !p.claim(ctx, busy) {
 		p.Stats.Skipped.Add(1)
 		return
 	}
 	defer p.release(busy)
+	if !j.part.has(user, id) || p.answered.has(j.part.id, user, id) {
+		// Its status came while another worker placed it, or that worker
+		// (of the session before) sent its answer: the answer's record
+		// releases it.
+		p.Stats.Skipped.Add(1)
+		return
+	}
 	p.Stats.Placing.Add(1)
 	defer p.Stats.Placing.Add(-1)
 	st := p.place(ctx, j)
 	if st == nil {
 		return
 	}
-	if p.store(ctx, j, st) && st.GetOutcome() == pb.Outcome_OUTCOME_FAILED && st.GetFinal() {
+	p.answered.add(j.part.id, j.call) // before the answer can be recorded
+	if !p.store(ctx, j, st) {
+		p.answered.take(j.part.id, user, id)
+		return
+	}
+	if st.GetOutcome() == pb.Outcome_OUTCOME_FAILED && st.GetFinal() {
 		p.Stats.Failed.Add(1)
 	}
 }
 
-func (p *Placer) claim(id string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.busy[id] {
-		return false
+// claim makes this worker the one placing id, once no other is; false if
+// ctx ended first.
+func (p *Placer) claim(ctx context.Context, id string) bool {
+	for {
+		p.mu.Lock()
+		ch, ok := p.busy[id]
+		if !ok {
+			p.busy[id] = make(chan struct{})
+			p.mu.Unlock()
+			return true
+		}
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
 	}
-	p.busy[id] = true
-	return true
 }
 
 func (p *Placer) release(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	close(p.busy[id])
 	delete(p.busy, id)
 }
 
 // place sends the call until the provider answers it, refuses it for good,
 // or its deadline passes. It returns nil when the placer stops or the call
-// is no longer in flight: no answer is stored then.
+// is no longer held: no answer is stored then.
 func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 	c := j.call
 	var deadline time.Time
@@ -411,6 +541,13 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 			}
 			if p.cfg.RateWait != nil {
 				p.cfg.RateWait.Observe(p.cfg.Clock.Now().Sub(began).Seconds())
+			}
+			if !j.part.has(c.GetUserId(), c.GetCallId()) {
+				// Its status came, its user was forgotten, or its partition
+				// went (a rebalance: the next owner places it) while it
+				// waited for its token.
+				p.Stats.Skipped.Add(1)
+				return nil
 			}
 		}
 		now := p.cfg.Clock.Now()
@@ -431,7 +568,7 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 				Detail: res.Detail, ProviderCallId: res.ProviderCallID, Placement: true, Requests: uint32(n), At: timestamppb.New(p.cfg.Clock.Now())}
 		}
 		if ctx.Err() != nil {
-			return nil // stopping: the call stays in flight
+			return nil // stopping: the call stays uncommitted in ivr-calls
 		}
 		re, retry := providers.AsRetryable(err)
 		if !retry {

@@ -24,7 +24,12 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-const table = "ivr-dialer-table"
+const (
+	table = "ivr-dialer-table"
+	calls = "ivr-calls"
+	loop  = "ivr-dialer-loop"
+	evs   = "followup-events"
+)
 
 // answers records what the placer stored.
 type answers struct {
@@ -120,15 +125,16 @@ type fixture struct {
 	clk   *clock.Fake
 	stop  func()
 	build storage.Builder
+	next  map[int32]int64 // the next ivr-calls offset of each partition
 }
 
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
-	f := &fixture{ans: &answers{}, prov: &provider{}, clk: clock.NewFake(t0)}
+	f := &fixture{ans: &answers{}, prov: &provider{}, clk: clock.NewFake(t0), next: map[int32]int64{}}
 	if cfg.Provider == nil {
 		cfg.Provider = f.prov
 	}
-	cfg.Results, cfg.Table, cfg.Clock = f.ans, table, f.clk
+	cfg.Results, cfg.Table, cfg.Calls, cfg.Events, cfg.Loop, cfg.Clock = f.ans, table, calls, evs, loop, f.clk
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	p, err := New(cfg)
 	if err != nil {
@@ -186,32 +192,15 @@ func call(user, id string) *pb.IVRCall {
 	return &pb.IVRCall{CallId: id, UserId: user, TaskId: "t-" + id, Phone: "+14155550123", Attempt: 1}
 }
 
-// record does what the dialer's callback does: the call in flight in the
-// user's value, then Submit.
-func (f *fixture) record(t *testing.T, st storage.Storage, part int32, calls ...*pb.IVRCall) {
+// record does what the dialer's callback does: Submit each call with the
+// next offset of the partition's ivr-calls.
+func (f *fixture) record(t *testing.T, _ storage.Storage, part int32, calls ...*pb.IVRCall) {
 	t.Helper()
-	by := map[string][]*pb.IVRCall{}
 	for _, c := range calls {
-		by[c.GetUserId()] = append(by[c.GetUserId()], c)
-	}
-	for user, cs := range by {
-		raw, err := st.Get(user)
-		if err != nil {
+		if _, err := f.p.Submit(context.Background(), part, f.next[part], c); err != nil {
 			t.Fatal(err)
 		}
-		v := &pb.DialerState{}
-		if err := proto.Unmarshal(raw, v); err != nil {
-			t.Fatal(err)
-		}
-		v.InFlight = append(v.InFlight, cs...)
-		if err := st.Set(user, enc(t, v)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range calls {
-		if err := f.p.Submit(context.Background(), part, c); err != nil {
-			t.Fatal(err)
-		}
+		f.next[part]++
 	}
 }
 
@@ -223,17 +212,13 @@ func TestWireReaders(t *testing.T) {
 		InFlight: []*pb.IVRCall{call("u", "a"), call("u", "b")},
 	}
 	raw, _ := proto.Marshal(st)
-	ids, err := InFlightIDs(raw)
-	if err != nil || !slices.Equal(ids, []string{"a", "b"}) || !HasInFlight(raw) {
-		t.Fatalf("ids %v %v", ids, err)
+	if !HasInFlight(raw) {
+		t.Fatal("calls in flight not seen")
 	}
 	st.InFlight = nil
 	raw, _ = proto.Marshal(st)
-	if ids, err := InFlightIDs(raw); err != nil || len(ids) != 0 || HasInFlight(raw) || HasInFlight(nil) {
-		t.Fatalf("none in flight: %v %v", ids, err)
-	}
-	if _, err := InFlightIDs([]byte{0x12, 0x05, 0x0a}); err == nil {
-		t.Fatal("truncated value read")
+	if HasInFlight(raw) || HasInFlight(nil) {
+		t.Fatal("calls in flight seen where there are none")
 	}
 }
 
@@ -361,19 +346,20 @@ func TestCallsPerSecondShare(t *testing.T) {
 	}
 }
 
-// A call that is no longer in flight when its turn comes is not placed:
-// answered already, its user forgotten (deleted), or its partition gone.
+// A call that is no longer held when its turn comes is not placed: its
+// first status recorded already, its user forgotten, or its partition gone.
 func TestOnlyCallsStillInFlightArePlaced(t *testing.T) {
 	f := newFixture(t, Config{MaxInFlight: 1})
 	f.prov.gate = make(chan struct{})
 	st := f.open(t, 0, nil)
 	f.record(t, st, 0, call("a", "first"), call("b", "answered"), call("c", "forgotten"), call("d", "kept"))
-	if err := st.Set("b", enc(t, &pb.DialerState{Calls: []*pb.DialRecord{{CallId: "answered"}}})); err != nil {
-		t.Fatal(err)
+	if c := f.p.Record(0, "b", "answered", 7); c.GetTaskId() != "t-answered" {
+		t.Fatalf("recorded %v", c)
 	}
-	if err := st.Delete("c"); err != nil {
-		t.Fatal(err)
+	if c := f.p.Record(0, "b", "answered", 8); c != nil {
+		t.Fatalf("recorded twice: %v", c)
 	}
+	f.p.Forget(0, "c", 0)
 	f.prov.gate <- struct{}{} // first
 	f.prov.gate <- struct{}{} // kept
 	idle(f.p)
@@ -394,7 +380,7 @@ func TestOnlyCallsStillInFlightArePlaced(t *testing.T) {
 	if got := f.prov.Seen(); !slices.Equal(got, []string{"first", "kept", "under-way"}) || len(f.ans.all()) != 3 {
 		t.Fatalf("placed %v, %d answers", got, len(f.ans.all()))
 	}
-	if err := f.p.Submit(context.Background(), 0, call("g", "late")); !errors.Is(err, ErrNotOwned) {
+	if _, err := f.p.Submit(context.Background(), 0, 9, call("g", "late")); !errors.Is(err, ErrNotOwned) {
 		t.Fatalf("submit to a partition given up: %v", err)
 	}
 }
@@ -494,4 +480,25 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return string(s.b)
+}
+
+// A call whose partition goes while it waits for its token of the calls
+// per second is not sent when the token comes: the partition's next owner
+// places it.
+func TestCallWaitingForItsTokenIsNotSentAfterItsPartitionWent(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 2, CPS: 1, Partitions: 1})
+	st := f.open(t, 0, nil)
+	f.record(t, st, 0, call("u", "first"), call("u", "waits"))
+	f.ans.wait(1) // "first" took the saved token; "waits" waits for the next
+	f.clk.BlockUntil(1)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = f.open(t, 0, nil) // the partition comes back (a rebalance), and its share
+	defer st.Close()
+	f.clk.Advance(time.Second)
+	idle(f.p)
+	if got := f.prov.Seen(); !slices.Equal(got, []string{"first"}) || f.p.Stats.Skipped.Load() != 1 {
+		t.Fatalf("placed %v, skipped %d", got, f.p.Stats.Skipped.Load())
+	}
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // StorageBuilder wraps inner so that every partition of the dialer's table
-// tells the placer which calls are in flight, and which partitions this
-// process owns. Other topics' storages are returned unwrapped.
+// tells the placer which partitions this process owns, and the calls in
+// flight that values written by earlier versions list. Other topics'
+// storages are returned unwrapped.
 func (p *Placer) StorageBuilder(inner storage.Builder) storage.Builder {
 	return func(topic string, part int32) (storage.Storage, error) {
 		st, err := inner(topic, part)
@@ -30,20 +31,21 @@ type marking interface {
 	Marked() ([]string, error)
 }
 
-// tracked is a partition of the dialer's table that keeps the placer's
-// view of its calls in flight current.
+// tracked is a partition of the dialer's table that tells the placer when
+// it is owned.
 //
-// While Goka restores the partition (until MarkRecovered) nothing is
-// tracked. MarkRecovered reads the calls in flight of the partition, the
-// partition becomes owned (its share of the calls per second is taken) and
-// the calls are submitted again, with their call ids: they were recorded in
-// flight before a crash or a rebalance and got no answer recorded since.
-// Then every Set and Delete of a user's value sets the user's calls in
-// flight. Close gives the partition up: its calls still queued are not
-// placed here (the next owner places them).
+// MarkRecovered (once Goka restored the partition, inside the setup of a
+// consumer group session) makes the partition owned: its share of the
+// calls per second is taken, and its ivr-calls commits are kept from then
+// on. Values written by earlier versions may list calls in flight (new
+// values never do: calls in flight are the uncommitted tail of ivr-calls,
+// consumed again by the partition's next owner); MarkRecovered reads them
+// and submits them again, with their call ids: they were recorded in flight
+// before an upgrade, a crash or a rebalance and got no answer recorded
+// since. Close gives the partition up: its calls still queued are not
+// placed here (the next owner consumes them again).
 //
-// Goka calls Set, Delete, MarkRecovered and Close on the partition's
-// goroutine; the workers read the partition's view concurrently.
+// Goka calls MarkRecovered and Close on the partition's goroutine.
 type tracked struct {
 	storage.Storage
 	p    *Placer
@@ -60,10 +62,7 @@ func (s *tracked) MarkRecovered() error {
 	if err != nil {
 		return fmt.Errorf("dialer partition %d: calls in flight: %w", s.id, err)
 	}
-	part := newPartition(s.id)
-	for _, c := range calls {
-		part.set(c.GetUserId(), append(part.users[c.GetUserId()], c.GetCallId()))
-	}
+	part := s.p.newPartition(s.id)
 	s.part.Store(part)
 	s.p.own(part)
 	s.p.cfg.Logger.Info("dialer partition owned", "partition", s.id, "calls_in_flight", len(calls),
@@ -125,32 +124,6 @@ func (s *tracked) inFlight() (calls []*pb.IVRCall, read int, err error) {
 		}
 	}
 	return calls, read, it.Err()
-}
-
-func (s *tracked) Set(key string, value []byte) error {
-	if err := s.Storage.Set(key, value); err != nil {
-		return err
-	}
-	part := s.part.Load()
-	if part == nil {
-		return nil
-	}
-	ids, err := InFlightIDs(value)
-	if err != nil {
-		return fmt.Errorf("dialer partition %d: %w", s.id, err)
-	}
-	part.set(key, ids)
-	return nil
-}
-
-func (s *tracked) Delete(key string) error {
-	if err := s.Storage.Delete(key); err != nil {
-		return err
-	}
-	if part := s.part.Load(); part != nil {
-		part.set(key, nil)
-	}
-	return nil
 }
 
 func (s *tracked) Close() error {

@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,10 +63,13 @@ func rate(times []time.Time, from, to time.Time) (float64, int) {
 // A provider that takes 300 ms per call and allows 50 calls per second:
 // 3,000 calls with --cps 50 --max-in-flight 100 go out at 50 ± 5 per second
 // without a 429, before and after the dialer is killed with SIGKILL midway
-// and restarted. Every call is placed; the provider, which honours the
-// idempotency key, places each key once (the raw repeats, requests the
-// killed dialer sent without recording their answer, are counted); every
-// call gets a final result on ivr-results.
+// and restarted, and not above it after a second dialer joins at two
+// thirds (the two share the 50 calls per second; their partitions' calls
+// not answered at the rebalance are consumed again by their new owner). Every call is
+// placed; the provider, which honours the idempotency key, places each key
+// once (the raw repeats, requests the killed dialer sent without recording
+// their answer, are counted); every call gets a final result on
+// ivr-results.
 func TestDialerPaceAndKill(t *testing.T) {
 	brokers := needKafka(t)
 	pfx, parts := prefix(t), 8
@@ -78,30 +79,41 @@ func TestDialerPaceAndKill(t *testing.T) {
 	// dialer above 50 calls per second would get 429 answers within
 	// seconds.
 	prov := newPacedProvider(t, 300*time.Millisecond, 50, 20)
-	dial := start(t, "dialer", append([]string{"dialer"}, roleArgs(t, brokers, pfx, parts,
-		"--instance-id", "d1", "--session-timeout", "6s", "--provider", "webhook", "--webhook-url", prov.url(),
-		"--cps", "50", "--max-in-flight", "100")...)...)
+	dialer := func(name, id string) *proc {
+		return start(t, name, append([]string{"dialer"}, roleArgs(t, brokers, pfx, parts,
+			"--instance-id", id, "--session-timeout", "6s", "--provider", "webhook", "--webhook-url", prov.url(),
+			"--cps", "50", "--max-in-flight", "100")...)...)
+	}
+	dial := dialer("dialer", "d1")
 
 	dial.awaitReady(1, 60*time.Second)
 	calls := ivrCalls(1000, 3, "welcome")
 	want := produceCalls(t, brokers, pfx, parts, calls)
 	// Kill at about half: an event the provider reports, not a time.
-	for deadline := time.Now().Add(90 * time.Second); prov.requests() < len(calls)/2; {
-		if err := dial.exited(); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d calls placed after 90s", prov.requests(), len(calls))
-		}
-		select {
-		case <-prov.news:
-		case <-time.After(time.Second):
+	awaitKeys := func(n int) {
+		for deadline := time.Now().Add(90 * time.Second); prov.distinctKeys() < n; {
+			if err := dial.exited(); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d calls placed after 90s", prov.distinctKeys(), len(calls))
+			}
+			select {
+			case <-prov.news:
+			case <-time.After(time.Second):
+			}
 		}
 	}
+	awaitKeys(len(calls) / 2)
 	killedAt := time.Now()
 	dial.kill9()
+	sentAtKill := prov.distinctKeys()
+	committed := committedCalls(t, brokers, pfx)
 	dial.restart()
-	r := prov.waitAll(t, want, time.Now().Add(120*time.Second), dial)
+	awaitKeys(len(calls) * 2 / 3)
+	joinedAt := time.Now()
+	dial2 := dialer("dialer-2", "d2")
+	r := prov.waitAll(t, want, time.Now().Add(120*time.Second), dial, dial2)
 	r.check(t)
 
 	var times []time.Time
@@ -118,9 +130,10 @@ func TestDialerPaceAndKill(t *testing.T) {
 	}
 	// Whole seconds inside each run, away from its start and end.
 	before, nBefore := rate(times, times[0].Add(2*time.Second), killedAt.Add(-time.Second))
-	after, nAfter := rate(times, restartedAt.Add(2*time.Second), times[len(times)-1].Add(-time.Second))
-	t.Logf("dialer pace: %.1f calls/s before the kill (%d calls), %.1f after the restart (%d calls); back %v after the kill; 429 answers %d; %s",
-		before, nBefore, after, nAfter, restartedAt.Sub(killedAt).Round(time.Millisecond), len(prov.refusedTooMany()), r)
+	after, nAfter := rate(times, restartedAt.Add(2*time.Second), joinedAt.Add(-time.Second))
+	joined, nJoined := rate(times, joinedAt.Add(5*time.Second), times[len(times)-1].Add(-time.Second))
+	t.Logf("dialer pace: %.1f calls/s before the kill (%d calls), %.1f after the restart (%d calls), %.1f with two dialers (%d calls); back %v after the kill; 429 answers %d; %s",
+		before, nBefore, after, nAfter, joined, nJoined, restartedAt.Sub(killedAt).Round(time.Millisecond), len(prov.refusedTooMany()), r)
 	if tooMany := prov.refusedTooMany(); len(tooMany) != 0 {
 		var when []string
 		for _, at := range tooMany {
@@ -132,6 +145,12 @@ func TestDialerPaceAndKill(t *testing.T) {
 		if v < 45 || v > 55 {
 			t.Errorf("%.1f calls/s %s, want 50 ± 5", v, name)
 		}
+	}
+	// Each dialer takes the share of its partitions: together they keep to
+	// the account's rate, and fall below it when one has less of the
+	// backlog left than the other.
+	if joined > 55 {
+		t.Errorf("%.1f calls/s with two dialers, want at most 55", joined)
 	}
 
 	// Every call has a final result; a repeated final (a status replayed
@@ -153,21 +172,85 @@ func TestDialerPaceAndKill(t *testing.T) {
 	if len(fin) != len(calls) {
 		t.Errorf("%d calls with a final result, want %d", len(fin), len(calls))
 	}
-	// The restarted dialer found the calls in flight in its partitions.
-	b, _ := os.ReadFile(dial.log)
-	restarted := b[bytes.LastIndex(b, []byte("=== start")):]
-	found := 0
-	for _, m := range inFlightRe.FindAllSubmatch(restarted, -1) {
-		n, _ := strconv.Atoi(string(m[1]))
-		found += n
+	// Calls in flight are the uncommitted tail of ivr-calls: at the kill,
+	// the dialer had committed only calls it had placed, and the restarted
+	// dialer consumed the others again.
+	t.Logf("at the kill: ivr-calls committed %d of %d calls; the provider had %d call ids; %d sent and not committed (in flight, consumed again)",
+		committed, len(calls), sentAtKill, int64(sentAtKill)-committed)
+	if committed > int64(sentAtKill) || committed == 0 || committed == int64(len(calls)) {
+		t.Errorf("%d calls committed at the kill, %d placed: a call was committed before it was placed, or nothing was in flight", committed, sentAtKill)
 	}
-	t.Logf("calls in flight found by the restarted dialer: %d", found)
-	if found == 0 {
-		t.Error("the restarted dialer found no calls in flight in its partitions")
+	// The second dialer took partitions over.
+	b, _ := os.ReadFile(dial2.log)
+	if owned := bytes.Count(b, []byte("dialer partition owned")); owned == 0 {
+		t.Error("the second dialer owned no partition")
+	} else {
+		t.Logf("the second dialer took %d partitions over (counted at each session)", owned)
+	}
+	// Once every call's outcome is recorded, ivr-calls is committed to its
+	// end (the commits follow within about a second).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		got, end := committedCalls(t, brokers, pfx), endOfCalls(t, brokers, pfx)
+		if got == end {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("ivr-calls committed to %d of %d, 30s after every call was placed", got, end)
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // polling the group's offsets: Kafka tells of no commit
 	}
 }
 
-var inFlightRe = regexp.MustCompile(`dialer partition owned.* calls_in_flight=(\d+)`)
+// endOfCalls is the sum of the end offsets of ivr-calls' partitions.
+func endOfCalls(t *testing.T, brokers, pfx string) int64 {
+	t.Helper()
+	topic := string(topology.NewTopics(pfx).Calls)
+	k := topology.Kafka{Brokers: strings.Split(brokers, ",")}
+	c, err := sarama.NewClient(k.Brokers, k.Sarama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	parts, err := c.Partitions(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, p := range parts {
+		o, err := c.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += o
+	}
+	return n
+}
+
+// committedCalls is how many ivr-calls records the dialer's group has
+// committed, over all partitions.
+func committedCalls(t *testing.T, brokers, pfx string) int64 {
+	t.Helper()
+	topics := topology.NewTopics(pfx)
+	k := topology.Kafka{Brokers: strings.Split(brokers, ",")}
+	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	res, err := admin.ListConsumerGroupOffsets(string(topics.Dialer), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, b := range res.Blocks[string(topics.Calls)] {
+		if b.Err != sarama.ErrNoError {
+			t.Fatal(b.Err)
+		}
+		n += max(b.Offset, 0)
+	}
+	return n
+}
 
 // finals groups the final results by call id.
 func finals(seen map[string][]*pb.CallResult) map[string][]*pb.CallResult {

@@ -275,6 +275,17 @@ func (p *provider) requests() int {
 	return len(p.reqs)
 }
 
+// distinctKeys is how many idempotency keys the provider took.
+func (p *provider) distinctKeys() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := map[string]bool{}
+	for _, r := range p.reqs {
+		keys[r.key] = true
+	}
+	return len(keys)
+}
+
 // refusedTooMany is when requests got 429.
 func (p *provider) refusedTooMany() []time.Time {
 	p.mu.Lock()

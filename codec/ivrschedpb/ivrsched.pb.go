@@ -2184,10 +2184,12 @@ type DialerState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Calls placed recently, newest last, bounded in number.
 	Calls []*DialRecord `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
-	// Calls handed to placement that have no answer from the provider yet (in
-	// flight). After a crash the dialer places them again, with the same call
-	// id; the local store indexes the users that have some, so they are found
-	// without reading the table.
+	// Kept for values written by earlier versions: calls handed to placement
+	// that had no answer from the provider yet (in flight). When a partition
+	// comes, the dialer places them again, with the same call id; the local
+	// store indexes the users that have some, so they are found without
+	// reading the table. New values leave it empty: calls in flight are the
+	// uncommitted tail of ivr-calls (docs/design.md, "The dialer").
 	InFlight      []*IVRCall `protobuf:"bytes,2,rep,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

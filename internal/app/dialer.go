@@ -50,6 +50,9 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		Provider:    prov,
 		Results:     loop,
 		Table:       string(cfg.Topics.DialerTable()),
+		Calls:       string(cfg.Topics.Calls),
+		Events:      string(cfg.Topics.Events),
+		Loop:        string(cfg.Topics.DialerLoop()),
 		Partitions:  cfg.Kafka.Partitions,
 		MaxInFlight: cfg.MaxInFlight,
 		CPS:         cfg.CPS,
@@ -99,6 +102,9 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		return d.Processor(cfg.Kafka.Brokers, append(opts, extra...)...)
 	})
 	r.gate = gate
+	// ivr-calls is committed up to the first call whose status is not
+	// recorded (placement, docs/design.md "The dialer").
+	r.commits = pl
 	r = r.supervised(cfg.Kafka, cfg.Topics.Dialer)
 	r.stores = stores
 	return d, pl, r, nil

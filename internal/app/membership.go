@@ -28,6 +28,8 @@ type membership struct {
 	group string
 	ended func(clean bool) // told at each session's end; nil: nobody
 	gate  <-chan struct{}  // closed when callbacks may run; nil: at once
+	// commits, if set, keeps the group's commits (topology.HoldCommits).
+	commits topology.CommitKeeper
 
 	mu     sync.Mutex
 	member string
@@ -40,6 +42,9 @@ func (m *membership) option() goka.ProcessorOption {
 		cg, err := m.kafka.ConsumerGroupBuilder(brokers, group, clientID)
 		if err != nil {
 			return nil, err
+		}
+		if m.commits != nil {
+			cg = topology.HoldCommits(cg, m.commits)
 		}
 		return memberRecorder{ConsumerGroup: cg, m: m}, nil
 	})

@@ -48,6 +48,9 @@ type role struct {
 	// calling policy has been read); its processors restore their
 	// partitions meanwhile. Set before supervised.
 	gate <-chan struct{}
+	// commits, if set, keeps the commits of the role's consumer group
+	// (topology.HoldCommits); set before supervised.
+	commits topology.CommitKeeper
 	// stores are the role's local table stores (restore progress); nil
 	// in tests that build roles by hand.
 	stores *localstore.Stores
@@ -81,7 +84,7 @@ func (r *role) supervised(k topology.Kafka, group goka.Group) *role {
 		}
 		return c.Close()
 	}
-	m := &membership{kafka: k, group: string(group), ended: r.sessionEnded, gate: r.gate}
+	m := &membership{kafka: k, group: string(group), ended: r.sessionEnded, gate: r.gate, commits: r.commits}
 	r.leave = m.leave
 	r.extra = append(r.extra, m.option())
 	return r

@@ -2,24 +2,27 @@
 // ivr-calls, once per call id, and publishes what becomes of them on
 // ivr-results.
 //
-// Its callbacks never wait for a provider. onCall records a new call in
-// flight in its user's value and hands it to the placer (package
-// placement), which places it concurrently, under --max-in-flight and
-// --cps, and sends the provider's answer to the dialer's loop topic. The
-// provider's status callbacks (Publish) go to the same topic. onStatus
-// records each status in the user's value and publishes it as a
-// CallResult; the call's final outcome is published once (CallResult.final)
+// Its callbacks never wait for a provider. onCall hands a new call to the
+// placer (package placement), which places it concurrently, under
+// --max-in-flight and --cps, and sends the provider's answer to the
+// dialer's loop topic; it writes nothing: calls in flight are the
+// uncommitted tail of ivr-calls (the placer commits ivr-calls in order, up
+// to the first call whose status is not recorded). The provider's status
+// callbacks (Publish) go to the same topic. onStatus records each status
+// in the user's value (the first one creates the call's record) and
+// publishes it as a CallResult; the call's final outcome is published once (CallResult.final)
 // and handed to Config.OnFinal; while the calling policy retries, it is
 // also reported to the scheduler (a CallEnded command on the onboarding
 // topic), whose retry rules call the follow-up again. onEvent erases a
 // user's value when the scheduler forgot or expired the user.
 //
-// A call id seen before (in flight or recently placed) is dropped, so the
-// duplicates that at-least-once delivery produces upstream never reach the
-// provider twice. A call recorded in flight and not answered when its
-// partition is restored (after a crash or a rebalance) is placed again with
-// the same call id, which providers receive as an idempotency key
-// (docs/design.md: why nothing is lost or placed twice).
+// A call id seen before (held by the placer or recently placed) is
+// dropped, so the duplicates that at-least-once delivery produces upstream
+// never reach the provider twice. A call whose status was not recorded
+// when its partition moved (after a crash or a rebalance) is consumed
+// again from ivr-calls and placed again with the same call id, which
+// providers receive as an idempotency key (docs/design.md: why nothing is
+// lost or placed twice).
 package dialer
 
 import (
@@ -41,14 +44,23 @@ import (
 	"github.com/ivrsched/ivrsched/topology"
 )
 
-// Placer places the calls the dialer records in flight (placement.Placer).
+// Placer places the dialer's calls and keeps the commits of ivr-calls
+// (placement.Placer).
 //
-// Submit is called from the partitions' callbacks, concurrently; it may
-// wait while the placer is full, until ctx ends. StorageBuilder wraps the
-// dialer table's storage so that the placer follows which calls are in
-// flight in the partitions this process owns.
+// Every ivr-calls record goes to Submit (a call to place: false if the
+// placer holds its call id already) or Track (a record dropped), with its
+// offset, in offset order; every followup-events record to Forget (a
+// user's calls are not to be placed) or Event (nothing to do). Record
+// tells it that a status recorded the call (it returns the call if the
+// placer held it). All are called from the partitions' callbacks, concurrently across partitions; Submit may wait while the
+// placer is full, until ctx ends. StorageBuilder wraps the dialer table's
+// storage so that the placer knows the partitions this process owns.
 type Placer interface {
-	Submit(ctx context.Context, partition int32, call *pb.IVRCall) error
+	Submit(ctx context.Context, partition int32, offset int64, call *pb.IVRCall) (bool, error)
+	Track(partition int32, offset int64)
+	Record(partition int32, user, callID string, loopOffset int64) *pb.IVRCall
+	Event(partition int32, offset int64)
+	Forget(partition int32, user string, offset int64)
 	StorageBuilder(inner storage.Builder) storage.Builder
 }
 
@@ -116,14 +128,14 @@ func (c Config) Validate() error {
 
 // Stats counts what the dialer did since it started.
 type Stats struct {
-	// Accepted calls were recorded in flight and handed to the placer.
+	// Accepted calls were handed to the placer.
 	Accepted, Duplicates, Invalid atomic.Int64
 	// Placed and Failed count the placements' answers recorded.
 	Placed, Failed atomic.Int64
 	// Statuses recorded from status callbacks; Late ones came after the
 	// call's final outcome and were ignored; Unknown ones were for calls
-	// the user's value does not hold (forgotten, or long ago): published,
-	// not recorded.
+	// neither the user's value nor the placer holds (the user forgotten,
+	// or long ago): published, not recorded.
 	Statuses, Late, Unknown atomic.Int64
 	// Finals published; Forgotten users erased; Reported final outcomes
 	// sent to the scheduler for its retry rules.
@@ -205,36 +217,44 @@ func (d *Dialer) value(ctx goka.Context) *pb.DialerState {
 }
 
 func (d *Dialer) onCall(ctx goka.Context, msg any) {
+	part, offset := ctx.Partition(), ctx.Offset()
 	call, ok := msg.(*pb.IVRCall)
 	switch {
 	case !ok:
+		d.cfg.Placer.Track(part, offset)
 		d.undecodable(ctx, msg)
 		return
 	case call.GetCallId() == "":
+		d.cfg.Placer.Track(part, offset)
 		d.Stats.Invalid.Add(1)
 		b, _ := proto.Marshal(call)
 		d.dlq.Send(ctx, deadletter.ReasonMissingCallID, "an IVRCall needs a call id", b)
 		return
 	}
-	st := d.value(ctx)
-	if inFlight(st, call.GetCallId()) >= 0 || record(st, call.GetCallId()) != nil {
+	// Nothing is written: a call in flight is an ivr-calls record not
+	// committed yet, and the placer holds it.
+	if st, _ := ctx.Value().(*pb.DialerState); inFlight(st, call.GetCallId()) >= 0 || record(st, call.GetCallId()) != nil {
+		d.cfg.Placer.Track(part, offset)
 		d.Stats.Duplicates.Add(1)
 		return
 	}
 	if call.GetUserId() == "" {
 		call.UserId = ctx.Key()
 	}
-	st.InFlight = append(st.InFlight, call)
-	ctx.SetValue(st)
-	d.Stats.Accepted.Add(1)
-	if err := d.cfg.Placer.Submit(ctx.Context(), ctx.Partition(), call); err != nil && ctx.Context().Err() == nil {
+	accepted, err := d.cfg.Placer.Submit(ctx.Context(), part, offset, call)
+	switch {
+	case err != nil && ctx.Context().Err() == nil:
 		// Not stopping, so this partition should be the placer's: restart
-		// it (the input replays, and the restored partition places what it
-		// holds in flight).
+		// it (the input replays).
 		ctx.Fail(fmt.Errorf("dialer: hand call %s to the placer: %w", call.GetCallId(), err))
+	case err != nil:
+		// Stopping: the call stays uncommitted in ivr-calls, and the
+		// partition's next owner places it.
+	case accepted:
+		d.Stats.Accepted.Add(1)
+	default:
+		d.Stats.Duplicates.Add(1)
 	}
-	// Stopping: the call stays in flight in the table, and the partition's
-	// next owner places it.
 }
 
 // undecodable dead-letters a record that did not decode.
@@ -265,20 +285,22 @@ func record(st *pb.DialerState, id string) *pb.DialRecord {
 }
 
 // onEvent forgets a user the scheduler forgot (a Forget command) or expired
-// (retention): the user's value is deleted, a tombstone in the changelog,
-// and the user's calls in flight with it; a call still queued in the placer
+// (retention): the user's value is deleted (a tombstone in the changelog)
+// and the placer drops the user's calls, value or not: a call still queued
 // is then not placed. Other events are none of the dialer's business.
 func (d *Dialer) onEvent(ctx goka.Context, msg any) {
 	ev, ok := msg.(*pb.ScheduleEvent)
-	if !ok {
+	switch {
+	case !ok:
+		d.cfg.Placer.Event(ctx.Partition(), ctx.Offset())
 		d.undecodable(ctx, msg)
-		return
-	}
-	switch ev.GetKind() {
-	case pb.ScheduleEvent_KIND_FORGOTTEN, pb.ScheduleEvent_KIND_EXPIRED:
+	case ev.GetKind() == pb.ScheduleEvent_KIND_FORGOTTEN || ev.GetKind() == pb.ScheduleEvent_KIND_EXPIRED:
 		if ctx.Value() != nil {
 			ctx.Delete()
 		}
+		d.cfg.Placer.Forget(ctx.Partition(), ctx.Key(), ctx.Offset())
 		d.Stats.Forgotten.Add(1)
+	default:
+		d.cfg.Placer.Event(ctx.Partition(), ctx.Offset())
 	}
 }

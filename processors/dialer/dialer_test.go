@@ -78,6 +78,7 @@ func setup(t *testing.T, prov providers.Provider, maxInFlight int, opts ...func(
 		t.Fatal(err)
 	}
 	h.p, err = placement.New(placement.Config{Provider: prov, Results: loop, Table: string(h.topics.DialerTable()), Partitions: 1,
+		Calls: string(h.topics.Calls), Events: string(h.topics.Events), Loop: string(h.topics.DialerLoop()),
 		MaxInFlight: maxInFlight, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -310,8 +311,9 @@ func TestReplayedStatusIsPublishedAgain(t *testing.T) {
 }
 
 // The scheduler forgot or expired a user: the dialer deletes the user's
-// value, and the user's calls not yet placed are not placed. Other events
-// change nothing.
+// value, and the user's calls not yet placed are not placed, value or not
+// (a call in flight writes no value). A placement answered after its user
+// was forgotten is published, not recorded. Other events change nothing.
 func TestForgottenUsersAreErased(t *testing.T) {
 	rec := &recorder{gate: make(chan struct{}), in: make(chan string, 8)}
 	h := setup(t, rec, 1)
@@ -320,26 +322,73 @@ func TestForgottenUsersAreErased(t *testing.T) {
 	h.call("u2", "c2")
 	h.call("u2", "c3")
 	h.call("u3", "c4")
+	for _, u := range []string{"u1", "u2", "u3"} {
+		if st := h.state(u); st != nil {
+			t.Fatalf("a call in flight wrote %s's value: %v", u, st)
+		}
+	}
 	ev := func(user string, k pb.ScheduleEvent_Kind) {
 		h.tt.Consume(string(h.topics.Events), user, &pb.ScheduleEvent{UserId: user, Kind: k})
 	}
-	ev("u2", pb.ScheduleEvent_KIND_FORGOTTEN)
+	ev("u2", pb.ScheduleEvent_KIND_FORGOTTEN) // no value to delete
 	ev("u3", pb.ScheduleEvent_KIND_CANCELLED)
-	ev("u4", pb.ScheduleEvent_KIND_EXPIRED) // nothing to delete
-	if h.state("u2") != nil || len(h.state("u3").GetInFlight()) != 1 {
-		t.Fatalf("u2 %v, u3 %v", h.state("u2"), h.state("u3"))
-	}
+	ev("u1", pb.ScheduleEvent_KIND_EXPIRED) // c1 is being placed
 	close(rec.gate)
 	h.idle()
 	if got := rec.seen(); !slices.Equal(got, []string{"c1", "c4"}) {
 		t.Fatalf("placed %v, want c1 and c4 (u2's calls dropped)", got)
 	}
-	ev("u1", pb.ScheduleEvent_KIND_EXPIRED)
-	if h.state("u1") != nil || h.d.Stats.Forgotten.Load() != 3 {
-		t.Fatalf("u1 %v after expiry, forgotten %d", h.state("u1"), h.d.Stats.Forgotten.Load())
+	if h.state("u1") != nil || h.state("u3") == nil || h.d.Stats.Forgotten.Load() != 2 || h.d.Stats.Unknown.Load() != 1 {
+		t.Fatalf("u1 %v (forgotten while placed), u3 %v, forgotten %d, unknown %d", h.state("u1"), h.state("u3"),
+			h.d.Stats.Forgotten.Load(), h.d.Stats.Unknown.Load())
 	}
-	// A placement answered after its user was forgotten is published, not recorded.
-	if h.state("u2") != nil {
-		t.Fatal("forgotten user recorded again")
+	if got := h.allResults(); len(got) != 2 {
+		t.Fatalf("results %v, want c1's (published, not recorded) and c4's", got)
+	}
+	ev("u3", pb.ScheduleEvent_KIND_FORGOTTEN)
+	if h.state("u3") != nil {
+		t.Fatalf("u3 %v after forget", h.state("u3"))
+	}
+}
+
+// A call in flight writes nothing: the first status of a call the placer
+// holds creates its record, with the call's task and attempt; a call id
+// the placer holds is dropped as one the value records.
+func TestFirstStatusCreatesTheRecord(t *testing.T) {
+	rec := &recorder{gate: make(chan struct{}), in: make(chan string, 1)}
+	h := setup(t, rec, 1)
+	h.call("u1", "c1")
+	<-rec.in
+	h.call("u1", "c1") // held: dropped
+	if st := h.state("u1"); st != nil || h.d.Stats.Duplicates.Load() != 1 {
+		t.Fatalf("value %v, duplicates %d", st, h.d.Stats.Duplicates.Load())
+	}
+	close(rec.gate)
+	h.idle()
+	st := h.state("u1")
+	if len(st.GetCalls()) != 1 || len(st.GetInFlight()) != 0 {
+		t.Fatalf("value %v", st)
+	}
+	if r := st.GetCalls()[0]; r.GetCallId() != "c1" || r.GetTaskId() != "t-c1" || r.GetAttempt() != 1 || !r.GetFinal() {
+		t.Fatalf("record %v", r)
+	}
+	h.call("u1", "c1") // recorded: dropped
+	h.idle()
+	if got := rec.seen(); len(got) != 1 || h.d.Stats.Duplicates.Load() != 2 {
+		t.Fatalf("placed %v, duplicates %d", got, h.d.Stats.Duplicates.Load())
+	}
+}
+
+// A value written before calls in flight were the uncommitted tail of
+// ivr-calls may list calls in flight: the partition places them when it
+// comes (placement), and their first status moves them to the records.
+func TestCallsInFlightOfOlderValues(t *testing.T) {
+	h := setup(t, &recorder{}, 1)
+	h.tt.SetTableValue(h.topics.DialerTable(), "u1", &pb.DialerState{InFlight: []*pb.IVRCall{call("u1", "old")}})
+	h.call("u1", "old") // listed in flight: dropped
+	h.tt.Consume(string(h.topics.DialerLoop()), "u1", &pb.CallStatus{CallId: "old", UserId: "u1", Outcome: pb.Outcome_OUTCOME_BUSY, Final: true, Placement: true})
+	st := h.state("u1")
+	if len(st.GetInFlight()) != 0 || len(st.GetCalls()) != 1 || st.GetCalls()[0].GetTaskId() != "t-old" || h.d.Stats.Duplicates.Load() != 1 {
+		t.Fatalf("value %v, duplicates %d", st, h.d.Stats.Duplicates.Load())
 	}
 }

@@ -38,8 +38,12 @@ func (d *Dialer) Publish(ctx context.Context, s providers.Status) error {
 }
 
 // onStatus records what became of a call: the placement's answer (from the
-// placer) or a status callback. The first one moves the call from in
-// flight to the user's placed calls. Each one that tells something new is
+// placer) or a status callback. The first one creates the call's record in
+// the user's value (DialRecord), for a call the placer holds (or a value
+// written by an earlier version lists in flight); the placer then no
+// longer holds it, and commits its ivr-calls record once this status's
+// writes are acknowledged. A status of a call neither holds (its user was
+// forgotten) records nothing. Each one that tells something new is
 // published as a CallResult; the final one once, and handed to OnFinal. A
 // status at or below the loop offset the call's record holds is a replay
 // after a crash: the write of the record may have reached Kafka without the
@@ -61,21 +65,20 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 		d.Stats.Statuses.Add(1)
 	}
 	st := d.value(ctx)
-	if i := inFlight(st, s.GetCallId()); i >= 0 {
-		call := st.InFlight[i]
-		st.InFlight = slices.Delete(st.InFlight, i, i+1)
-		if len(st.InFlight) == 0 {
-			st.InFlight = nil
-		}
-		r := &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt()}
-		st.Calls = append(st.Calls, r)
-		if n := len(st.Calls) - d.cfg.History; n > 0 {
-			st.Calls = append(st.Calls[:0:0], st.Calls[n:]...)
-		}
-		d.apply(ctx, st, r, s)
-		return
-	}
 	r := record(st, s.GetCallId())
+	// The placer forgets the call in any case (recorded already: a status
+	// after the first one).
+	if call := d.first(ctx, st, s); r == nil {
+		if call != nil {
+			r = &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt()}
+			st.Calls = append(st.Calls, r)
+			if n := len(st.Calls) - d.cfg.History; n > 0 {
+				st.Calls = append(st.Calls[:0:0], st.Calls[n:]...)
+			}
+			d.apply(ctx, st, r, s)
+			return
+		}
+	}
 	switch {
 	case r == nil:
 		// The user was forgotten while the call was placed, or the call is
@@ -102,6 +105,21 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 	default:
 		d.apply(ctx, st, r, s)
 	}
+}
+
+// first returns the call whose first status s is, if the placer holds it
+// or st lists it in flight (a value written by an earlier version: the
+// call leaves in_flight), or nil.
+func (d *Dialer) first(ctx goka.Context, st *pb.DialerState, s *pb.CallStatus) *pb.IVRCall {
+	call := d.cfg.Placer.Record(ctx.Partition(), ctx.Key(), s.GetCallId(), ctx.Offset())
+	if i := inFlight(st, s.GetCallId()); i >= 0 {
+		call = st.InFlight[i]
+		st.InFlight = slices.Delete(st.InFlight, i, i+1)
+		if len(st.InFlight) == 0 {
+			st.InFlight = nil
+		}
+	}
+	return call
 }
 
 // outcome is what a status means for a call: a call answered by a machine

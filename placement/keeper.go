@@ -1,0 +1,80 @@
+package placement
+
+import (
+	"github.com/IBM/sarama"
+)
+
+// Begin, Mark and End make the placer the CommitKeeper of the dialer's
+// consumer group (topology.HoldCommits): Goka's marks of ivr-calls are
+// taken by the partitions' commits (commits.go), which mark on the live
+// session only up to the first call whose status is not recorded; Goka's
+// marks of the loop topic go on to the session, and release the calls whose
+// first status the marked record recorded. Goka's marks of followup-events
+// are kept in order too: a Forget is committed only once every ivr-calls
+// record before it is, so that after a crash either the forgotten user's
+// calls are not consumed again or the Forget is. Marks of other topics go
+// on untouched.
+//
+// A partition's commits mark on the session that was live when the
+// partition came (MarkRecovered runs inside Goka's Setup of that session)
+// and stop when the partition is given up or the session ends, whichever
+// comes first: nothing is marked on a session that ended.
+
+// Begin records the session that starts (before Goka's Setup).
+func (p *Placer) Begin(sess sarama.ConsumerGroupSession) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.session = sess
+}
+
+// Mark takes Goka's mark of next on a partition of topic, in session sess.
+func (p *Placer) Mark(sess sarama.ConsumerGroupSession, topic string, part int32, next int64) bool {
+	switch topic {
+	case p.cfg.Calls:
+		if owned := p.partition(part); owned != nil && owned.session == sess {
+			owned.commits.done(next - 1)
+		}
+		return false
+	case p.cfg.Events:
+		if owned := p.partition(part); owned != nil && owned.session == sess {
+			owned.events.done(next - 1)
+		}
+		return false
+	case p.cfg.Loop:
+		if owned := p.partition(part); owned != nil && owned.session == sess {
+			for _, o := range owned.recorded(next - 1) {
+				owned.commits.done(o)
+			}
+		}
+	}
+	return true
+}
+
+// End stops every mark on sess (after Goka's Cleanup).
+func (p *Placer) End(sess sarama.ConsumerGroupSession) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.session == sess {
+		p.session = nil
+	}
+	for _, part := range p.owned {
+		if part.session == sess {
+			part.commits.unbind()
+			part.events.unbind()
+		}
+	}
+}
+
+// newPartition is partition id coming to this process in the live
+// session, whose ivr-calls commits it marks.
+func (p *Placer) newPartition(id int32) *partition {
+	p.mu.Lock()
+	sess := p.session
+	p.mu.Unlock()
+	var calls, events Marker
+	if sess != nil {
+		calls = func(next int64) { sess.MarkOffset(p.cfg.Calls, id, next, "") }
+		events = func(next int64) { sess.MarkOffset(p.cfg.Events, id, next, "") }
+	}
+	return newPartition(id, newCommits(calls), newCommits(events), sess)
+}

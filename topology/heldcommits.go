@@ -1,0 +1,77 @@
+package topology
+
+import (
+	"context"
+
+	"github.com/IBM/sarama"
+)
+
+// CommitKeeper decides what a consumer group commits: Goka marks each
+// message consumed once its callback returned and what it wrote was
+// acknowledged (it calls the session's MarkOffset with the message's
+// offset + 1), and HoldCommits hands those marks to the keeper instead.
+//
+// Begin is called when a session starts, before Goka's Setup; End when it
+// ends, after Goka's Cleanup and before Sarama's last commit of the
+// session: once End returns, the keeper must not mark on that session
+// again. Mark is called with Goka's marks, concurrently from the
+// partitions' goroutines and the producer's callbacks; it returns whether
+// the mark goes on to the session. A keeper marks on the session it was
+// given (sess in Begin and Mark: Sarama's own, not the wrapper Goka sees).
+type CommitKeeper interface {
+	Begin(sess sarama.ConsumerGroupSession)
+	Mark(sess sarama.ConsumerGroupSession, topic string, partition int32, next int64) (pass bool)
+	End(sess sarama.ConsumerGroupSession)
+}
+
+// HoldCommits wraps cg so that the sessions Goka gets hand their marks to
+// keeper. Other groups' sessions and everything else of a session are
+// untouched.
+func HoldCommits(cg sarama.ConsumerGroup, keeper CommitKeeper) sarama.ConsumerGroup {
+	return heldGroup{ConsumerGroup: cg, keeper: keeper}
+}
+
+type heldGroup struct {
+	sarama.ConsumerGroup
+	keeper CommitKeeper
+}
+
+func (g heldGroup) Consume(ctx context.Context, topics []string, h sarama.ConsumerGroupHandler) error {
+	return g.ConsumerGroup.Consume(ctx, topics, heldHandler{h: h, keeper: g.keeper})
+}
+
+// heldHandler gives Goka's handler sessions whose marks go to the keeper.
+type heldHandler struct {
+	h      sarama.ConsumerGroupHandler
+	keeper CommitKeeper
+}
+
+func (h heldHandler) Setup(s sarama.ConsumerGroupSession) error {
+	h.keeper.Begin(s)
+	return h.h.Setup(heldSession{ConsumerGroupSession: s, keeper: h.keeper})
+}
+
+func (h heldHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	return h.h.ConsumeClaim(heldSession{ConsumerGroupSession: s, keeper: h.keeper}, c)
+}
+
+func (h heldHandler) Cleanup(s sarama.ConsumerGroupSession) error {
+	defer h.keeper.End(s)
+	return h.h.Cleanup(heldSession{ConsumerGroupSession: s, keeper: h.keeper})
+}
+
+// heldSession is a session whose marks go to the keeper first.
+type heldSession struct {
+	sarama.ConsumerGroupSession
+	keeper CommitKeeper
+}
+
+func (s heldSession) MarkOffset(topic string, partition int32, offset int64, metadata string) {
+	if s.keeper.Mark(s.ConsumerGroupSession, topic, partition, offset) {
+		s.ConsumerGroupSession.MarkOffset(topic, partition, offset, metadata)
+	}
+}
+
+func (s heldSession) MarkMessage(msg *sarama.ConsumerMessage, metadata string) {
+	s.MarkOffset(msg.Topic, msg.Partition, msg.Offset+1, metadata)
+}
