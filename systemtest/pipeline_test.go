@@ -52,8 +52,8 @@ func checkTopicConfigs(t *testing.T, brokers string, topics topology.Topics) {
 	defer admin.Close()
 	want := map[string]map[string]string{
 		string(topics.Onboarding):       {"message.timestamp.type": "LogAppendTime"},
-		string(topics.SchedulerTable()): {"cleanup.policy": "compact", "delete.retention.ms": strconv.FormatInt(topology.TombstoneRetention.Milliseconds(), 10)},
-		string(topics.DialerTable()):    {"cleanup.policy": "compact", "delete.retention.ms": strconv.FormatInt(topology.TombstoneRetention.Milliseconds(), 10)},
+		string(topics.SchedulerTable()): {"cleanup.policy": "compact", "delete.retention.ms": strconv.FormatInt(topology.TombstoneRetention.Milliseconds(), 10), "max.compaction.lag.ms": strconv.FormatInt(topology.CompactionLag.Milliseconds(), 10)},
+		string(topics.DialerTable()):    {"cleanup.policy": "compact", "delete.retention.ms": strconv.FormatInt(topology.TombstoneRetention.Milliseconds(), 10), "max.compaction.lag.ms": strconv.FormatInt(topology.CompactionLag.Milliseconds(), 10)},
 		string(topics.SchedulerLoop()):  {"cleanup.policy": "delete"},
 	}
 	for topic, cfg := range want {

@@ -233,6 +233,14 @@ func (k Kafka) topicManagerConfig() *goka.TopicManagerConfig {
 // back.
 const TombstoneRetention = 7 * 24 * time.Hour
 
+// CompactionLag is the longest a table topic's record stays uncompacted
+// (max.compaction.lag.ms of the topics ivrsched creates): a value that a
+// later one or a tombstone replaced leaves the changelog within about this
+// long, not only when its segment rolls (1 GiB or 7 days on Kafka's
+// defaults). It bounds where an erased user's phone number can still be
+// read, and what a new instance restores after many users were removed.
+const CompactionLag = 24 * time.Hour
+
 // MinInSyncReplicas is the min.insync.replicas of the topics ivrsched
 // creates: Replication-1, at least 1 (2 of 3 replicas). Every producer
 // waits for all in-sync replicas (acks=all), so an acknowledged write is on
@@ -363,6 +371,7 @@ func EnsureTopics(ctx context.Context, k Kafka, specs []TopicSpec) error {
 		if s.Compact {
 			set("cleanup.policy", "compact")
 			set("delete.retention.ms", strconv.FormatInt(TombstoneRetention.Milliseconds(), 10))
+			set("max.compaction.lag.ms", strconv.FormatInt(CompactionLag.Milliseconds(), 10))
 		} else {
 			set("cleanup.policy", "delete")
 			set("retention.ms", strconv.FormatInt(s.Retain.Milliseconds(), 10))
