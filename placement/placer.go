@@ -565,7 +565,8 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 		}
 		if err == nil {
 			return &pb.CallStatus{CallId: c.GetCallId(), UserId: c.GetUserId(), Outcome: res.Outcome, Final: res.Final,
-				Detail: res.Detail, ProviderCallId: res.ProviderCallID, Placement: true, Requests: uint32(n), At: timestamppb.New(p.cfg.Clock.Now())}
+				Detail: res.Detail, ProviderCallId: res.ProviderCallID, Placement: true, Requests: uint32(n), At: timestamppb.New(p.cfg.Clock.Now()),
+				TaskId: c.GetTaskId(), Attempt: c.GetAttempt()}
 		}
 		if ctx.Err() != nil {
 			return nil // stopping: the call stays uncommitted in ivr-calls
@@ -601,7 +602,8 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 
 func failed(c *pb.IVRCall, requests int, err error, now time.Time) *pb.CallStatus {
 	return &pb.CallStatus{CallId: c.GetCallId(), UserId: c.GetUserId(), Outcome: pb.Outcome_OUTCOME_FAILED, Final: true,
-		Detail: fmt.Sprintf("%v (after %d requests)", err, requests), Placement: true, Requests: uint32(requests), At: timestamppb.New(now)}
+		Detail: fmt.Sprintf("%v (after %d requests)", err, requests), Placement: true, Requests: uint32(requests), At: timestamppb.New(now),
+		TaskId: c.GetTaskId(), Attempt: c.GetAttempt()}
 }
 
 // store sends the answer to the dialer's loop and waits for Kafka's

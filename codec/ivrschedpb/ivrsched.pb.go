@@ -2357,7 +2357,7 @@ func (x *DialRecord) GetStatusOffset() int64 {
 // answer to the placement, or a status callback. Internal: the dialer's loop
 // topic (<group>-loop), keyed by user id; the dialer records it and
 // publishes it as a CallResult.
-// Next ID: 10
+// Next ID: 12
 type CallStatus struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	CallId         string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -2371,7 +2371,13 @@ type CallStatus struct {
 	// callback.
 	Placement bool `protobuf:"varint,8,opt,name=placement,proto3" json:"placement,omitempty"`
 	// Requests the placement took (1 unless 429 or 5xx answers were retried).
-	Requests      uint32 `protobuf:"varint,9,opt,name=requests,proto3" json:"requests,omitempty"`
+	Requests uint32 `protobuf:"varint,9,opt,name=requests,proto3" json:"requests,omitempty"`
+	// The call's task and attempt (IVRCall.task_id, IVRCall.attempt), set on
+	// the placement's answer: a result published for a call the dialer no
+	// longer holds (an answer replayed after a crash before its call) still
+	// says which follow-up it answers. Unset on a status callback.
+	TaskId        string `protobuf:"bytes,10,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt       uint32 `protobuf:"varint,11,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2465,6 +2471,20 @@ func (x *CallStatus) GetPlacement() bool {
 func (x *CallStatus) GetRequests() uint32 {
 	if x != nil {
 		return x.Requests
+	}
+	return 0
+}
+
+func (x *CallStatus) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CallStatus) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
 	}
 	return 0
 }
@@ -2847,7 +2867,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x05final\x18\x06 \x01(\bR\x05final\x12(\n" +
 	"\x10provider_call_id\x18\a \x01(\tR\x0eproviderCallId\x12\x18\n" +
 	"\amachine\x18\b \x01(\bR\amachine\x12#\n" +
-	"\rstatus_offset\x18\t \x01(\x03R\fstatusOffset\"\xac\x02\n" +
+	"\rstatus_offset\x18\t \x01(\x03R\fstatusOffset\"\xdf\x02\n" +
 	"\n" +
 	"CallStatus\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
@@ -2858,7 +2878,10 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12(\n" +
 	"\x10provider_call_id\x18\a \x01(\tR\x0eproviderCallId\x12\x1c\n" +
 	"\tplacement\x18\b \x01(\bR\tplacement\x12\x1a\n" +
-	"\brequests\x18\t \x01(\rR\brequests\"\x8f\x03\n" +
+	"\brequests\x18\t \x01(\rR\brequests\x12\x17\n" +
+	"\atask_id\x18\n" +
+	" \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\v \x01(\rR\aattempt\"\x8f\x03\n" +
 	"\n" +
 	"DeadLetter\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +

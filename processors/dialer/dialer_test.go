@@ -342,8 +342,17 @@ func TestForgottenUsersAreErased(t *testing.T) {
 		t.Fatalf("u1 %v (forgotten while placed), u3 %v, forgotten %d, unknown %d", h.state("u1"), h.state("u3"),
 			h.d.Stats.Forgotten.Load(), h.d.Stats.Unknown.Load())
 	}
-	if got := h.allResults(); len(got) != 2 {
+	got := h.allResults()
+	if len(got) != 2 {
 		t.Fatalf("results %v, want c1's (published, not recorded) and c4's", got)
+	}
+	// Not recorded, c1's result still says which follow-up it answers (the
+	// placement's answer carries it): a consumer of ivr-results, or an
+	// answer replayed after a crash before its call, needs it.
+	for _, r := range got {
+		if want := call(r.GetUserId(), r.GetCallId()); r.GetTaskId() != want.GetTaskId() || r.GetAttempt() != want.GetAttempt() {
+			t.Errorf("result of %s: task %q attempt %d, want %q and %d", r.GetCallId(), r.GetTaskId(), r.GetAttempt(), want.GetTaskId(), want.GetAttempt())
+		}
 	}
 	ev("u3", pb.ScheduleEvent_KIND_FORGOTTEN)
 	if h.state("u3") != nil {

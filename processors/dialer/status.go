@@ -81,10 +81,12 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 	}
 	switch {
 	case r == nil:
-		// The user was forgotten while the call was placed, or the call is
-		// older than the user's history: publish, record nothing.
+		// The user was forgotten while the call was placed, the call is
+		// older than the user's history, or its answer replayed after a
+		// crash before the call did: publish, record nothing. The
+		// placement's answer says which follow-up it answers.
 		d.Stats.Unknown.Add(1)
-		ctx.Emit(d.cfg.Topics.Results, ctx.Key(), d.result(ctx, &pb.DialRecord{CallId: s.GetCallId()}, s, s.GetOutcome()))
+		ctx.Emit(d.cfg.Topics.Results, ctx.Key(), d.result(ctx, &pb.DialRecord{CallId: s.GetCallId(), TaskId: s.GetTaskId(), Attempt: s.GetAttempt()}, s, s.GetOutcome()))
 	case ctx.Offset() <= r.GetStatusOffset():
 		d.cfg.Logger.Info("status replayed after a restart; its result is published again", "call_id", s.GetCallId(), "offset", ctx.Offset())
 		res := d.result(ctx, r, s, d.outcome(r, s))
