@@ -198,7 +198,8 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Scheduler {
-		em, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.Ticks, new(codec.Tick), cfg.Kafka.EmitterOptions()...)
+		em, err := newRevivingEmitter("ticks", cfg.Clock, log,
+			gokaEmitter(cfg.Kafka.Brokers, cfg.Topics.Ticks, new(codec.Tick), cfg.Kafka.EmitterOptions()...))
 		if err != nil {
 			return fmt.Errorf("tick emitter: %w", err)
 		}

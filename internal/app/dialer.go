@@ -37,7 +37,8 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 	dlog := log.With("role", "dialer")
 	stores := newStores(ctx, cfg, "dialer", log)
 	stores.Mark(placement.HasInFlight)
-	loop, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.DialerLoop(), new(codec.CallStatus), cfg.Kafka.EmitterOptions()...)
+	loop, err := newRevivingEmitter("dialer loop", cfg.Clock, dlog,
+		gokaEmitter(cfg.Kafka.Brokers, cfg.Topics.DialerLoop(), new(codec.CallStatus), cfg.Kafka.EmitterOptions()...))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dialer loop emitter: %w", err)
 	}

@@ -230,9 +230,15 @@ func (s *Scheduler) Processor(brokers []string, opts ...goka.ProcessorOption) (*
 	return p, nil
 }
 
+// TickEmitter sends ticks to the ticks topic (a *goka.Emitter); Emit is
+// called from the punctuator's goroutine.
+type TickEmitter interface {
+	Emit(key string, msg any) (*goka.Promise, error)
+}
+
 // TickSender returns a send function for New that emits ticks with em, one
 // key per partition of the ticks topic, stamped with clk (nil: the wall clock).
-func TickSender(em *goka.Emitter, partitions int32, clk clock.Clock, log *slog.Logger) func(int32, punctuation.Pos) error {
+func TickSender(em TickEmitter, partitions int32, clk clock.Clock, log *slog.Logger) func(int32, punctuation.Pos) error {
 	keys := topology.TickKeys(partitions)
 	if clk == nil {
 		clk = clock.Real{}

@@ -1,0 +1,94 @@
+package app
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/eapache/go-resiliency/breaker"
+	"github.com/lovoo/goka"
+
+	"github.com/ivrsched/ivrsched/internal/clock"
+)
+
+// fakeEmitter answers each record with the next error of errs (nil once
+// they run out), as Sarama's producer answers through the promise.
+type fakeEmitter struct {
+	errs     []error
+	finished bool
+}
+
+func (f *fakeEmitter) Emit(string, any) (*goka.Promise, error) {
+	p, finish := goka.NewPromiseWithFinisher()
+	var err error
+	if len(f.errs) > 0 {
+		err, f.errs = f.errs[0], f.errs[1:]
+	}
+	return p, finishWith(finish, err)
+}
+
+func finishWith(finish goka.PromiseFinisher, err error) error {
+	finish(nil, err)
+	return nil
+}
+
+var _ emitter = (*goka.Emitter)(nil)
+
+func (f *fakeEmitter) Finish() error { f.finished = true; return nil }
+
+// An emitter whose record came back refused by Sarama's open circuit
+// breaker is built anew at the next Emit, not sooner than a second after
+// the last build, and the old one finished; records that go through, or
+// fail otherwise, keep it.
+func TestRevivingEmitterRebuildsAfterAnOpenBreaker(t *testing.T) {
+	refused := sarama.ProducerError{Msg: &sarama.ProducerMessage{Topic: "ticks"}, Err: breaker.ErrBreakerOpen}
+	first := &fakeEmitter{errs: []error{nil, errors.New("kafka: client has run out of available brokers"), refused, refused}}
+	var built []*fakeEmitter
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	r, err := newRevivingEmitter("ticks", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), func() (emitter, error) {
+		e := first
+		if len(built) > 0 {
+			e = &fakeEmitter{}
+		}
+		built = append(built, e)
+		return e, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emit := func() {
+		t.Helper()
+		if _, err := r.Emit("k", "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emit() // through
+	emit() // another error: kept
+	clk.Advance(2 * time.Second)
+	emit() // refused by the breaker: marked
+	if len(built) != 1 {
+		t.Fatalf("%d builds before a refusal was seen, want 1", len(built))
+	}
+	emit() // the last build was 2 s ago: built anew
+	r.old.Wait()
+	if len(built) != 2 || !first.finished {
+		t.Fatalf("%d builds after a refusal (want 2), old finished %v", len(built), first.finished)
+	}
+	built[1].errs = []error{refused}
+	emit() // refused again by the new one
+	emit() // less than a second after the last build: kept
+	if len(built) != 2 {
+		t.Fatalf("%d builds within a second of the last, want 2", len(built))
+	}
+	clk.Advance(time.Second)
+	emit()
+	if len(built) != 3 {
+		t.Fatalf("%d builds a second later, want 3", len(built))
+	}
+	if err := r.Finish(); err != nil || !built[2].finished {
+		t.Fatalf("Finish: %v, current finished %v", err, built[2].finished)
+	}
+}
