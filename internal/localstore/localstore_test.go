@@ -144,14 +144,7 @@ func (f *fixture) del(t *testing.T, st storage.Storage, topic, key string) int {
 // then MarkRecovered.
 func restore(t *testing.T, st storage.Storage, first int64, kv ...string) {
 	t.Helper()
-	for i := 0; i < len(kv); i += 2 {
-		if err := st.Set(kv[i], []byte(kv[i+1])); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.SetOffset(first + int64(i/2)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	partial(t, st, first, kv...)
 	if err := st.MarkRecovered(); err != nil {
 		t.Fatal(err)
 	}
