@@ -98,32 +98,8 @@ func BenchmarkRestore(b *testing.B) {
 			records := fillChangelog(b, k, topic, c)
 			b.Logf("%s: %d records on %d partitions (%d pending users' values, %d idle users' %s)",
 				topic, records, restorePartitions, c.pending, c.idle, map[bool]string{true: "tombstones", false: "values and tombstones"}[c.compacted])
-			if *restoreProfile != "" {
-				f, err := os.Create(*restoreProfile + "." + c.name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					b.Fatal(err)
-				}
-				defer func() {
-					pprof.StopCPUProfile()
-					f.Close()
-				}()
-			}
-			if *restoreTrace != "" {
-				f, err := os.Create(*restoreTrace + "." + c.name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := trace.Start(f); err != nil {
-					b.Fatal(err)
-				}
-				defer func() {
-					trace.Stop()
-					f.Close()
-				}()
-			}
+			defer record(b, *restoreProfile, c.name, pprof.StartCPUProfile, pprof.StopCPUProfile)()
+			defer record(b, *restoreTrace, c.name, trace.Start, trace.Stop)()
 			var runs []restoreRun
 			for b.Loop() {
 				r := restoreOnce(b, k, topic, broker.PID(), false)
@@ -488,3 +464,23 @@ type quietGoka struct{}
 func (quietGoka) Print(...any)          {}
 func (quietGoka) Println(...any)        {}
 func (quietGoka) Printf(string, ...any) {}
+
+// record starts a recording (a CPU profile, an execution trace) into the
+// file path.name when path is set, and returns what stops it.
+func record(b *testing.B, path, name string, start func(io.Writer) error, stop func()) func() {
+	b.Helper()
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path + "." + name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := start(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		stop()
+		f.Close()
+	}
+}
