@@ -255,25 +255,13 @@ func checkReplicated(t *testing.T, c *kafkatest.Cluster, topics []string, replic
 func readTopic(t *testing.T, brokers, topic string) []*kgo.Record {
 	t.Helper()
 	addrs := strings.Split(brokers, ",")
-	client, err := sarama.NewClient(addrs, saramaConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ends := map[int32]int64{}
+	ends := endOffsets(t, brokers, topic)
 	offsets := map[int32]kgo.Offset{}
-	for _, p := range parts {
-		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for p, end := range ends {
 		if end > 0 {
-			ends[p] = end
 			offsets[p] = kgo.NewOffset().AtStart()
+		} else {
+			delete(ends, p)
 		}
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))

@@ -205,9 +205,17 @@ func TestDialerPaceAndKill(t *testing.T) {
 // endOfCalls is the sum of the end offsets of ivr-calls' partitions.
 func endOfCalls(t *testing.T, brokers, pfx string) int64 {
 	t.Helper()
-	topic := string(topology.NewTopics(pfx).Calls)
-	k := topology.Kafka{Brokers: strings.Split(brokers, ",")}
-	c, err := sarama.NewClient(k.Brokers, k.Sarama())
+	var n int64
+	for _, o := range endOffsets(t, brokers, string(topology.NewTopics(pfx).Calls)) {
+		n += o
+	}
+	return n
+}
+
+// endOffsets is the end offset of each of topic's partitions, as it is now.
+func endOffsets(t *testing.T, brokers, topic string) map[int32]int64 {
+	t.Helper()
+	c, err := sarama.NewClient(strings.Split(brokers, ","), saramaConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,15 +224,13 @@ func endOfCalls(t *testing.T, brokers, pfx string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
+	ends := make(map[int32]int64, len(parts))
 	for _, p := range parts {
-		o, err := c.GetOffset(topic, p, sarama.OffsetNewest)
-		if err != nil {
+		if ends[p], err = c.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
 			t.Fatal(err)
 		}
-		n += o
 	}
-	return n
+	return ends
 }
 
 // committedCalls is how many ivr-calls records the dialer's group has
