@@ -22,12 +22,15 @@ type Scalable interface {
 
 // ScaleResult is a system's footprint and behaviour with many follow-ups pending.
 type ScaleResult struct {
-	System        string  `json:"system"`
-	Pending       int     `json:"pending"`
-	IngestPerSec  float64 `json:"ingest_per_sec"`  // accepted by the broker
-	AppliedPerSec float64 `json:"applied_per_sec"` // taken into the system's state
-	RSSBytes      int64   `json:"rss_bytes"`
-	RSSPerPending float64 `json:"rss_bytes_per_pending"`
+	System     string `json:"system"`
+	Repetition int    `json:"repetition"`
+	// The floor's steady p99 of a run just before this one (0: none).
+	FloorSteadyP99Ms float64 `json:"floor_steady_p99_ms,omitempty"`
+	Pending          int     `json:"pending"`
+	IngestPerSec     float64 `json:"ingest_per_sec"`  // accepted by the broker
+	AppliedPerSec    float64 `json:"applied_per_sec"` // taken into the system's state
+	RSSBytes         int64   `json:"rss_bytes"`
+	RSSPerPending    float64 `json:"rss_bytes_per_pending"`
 	// The heap after a garbage collection, with everything pending.
 	LiveHeapBytes      int64   `json:"live_heap_bytes"`
 	LiveHeapPerPending float64 `json:"live_heap_bytes_per_pending"`

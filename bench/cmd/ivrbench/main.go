@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ivrsched/ivrsched/bench/harness"
+	"github.com/ivrsched/ivrsched/bench/systems/floor"
 	"github.com/ivrsched/ivrsched/bench/systems/ivrsched"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 )
@@ -81,7 +82,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.brokerConf, "broker", "production", "configuration of the Kafka broker this benchmark starts: production (heap, collector and log segments of a production broker of this size, see brokerProfiles) or test (the test suite's: a small heap, the serial collector, 1 MiB segments)")
 	fs.StringVar(&s.brokerJVM, "broker-jvm", "", "more JVM flags of the Kafka broker this benchmark starts, after the others (e.g. \"-Xlog:gc:file=gc.log\")")
 	fs.DurationVar(&s.warmup, "warmup", 10*time.Second, "load Kafka for this long before the first system, so the broker's JIT is done (0: no warm-up)")
-	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka (0: skip)")
+	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka, -repeat times, each after a run of kafka-floor when it is among -systems (0: skip)")
 	fs.IntVar(&s.dialer, "dialer", 0, "also run the dialer phase with this many calls per provider latency (0: skip)")
 	fs.StringVar(&s.dialerLatencies, "dialer-latencies", "0ms,50ms,300ms", "dialer phase: the provider's latencies, one run each")
 	fs.StringVar(&s.dialerArgs, "dialer-args", "", "dialer phase: more flags of `ivrsched dialer`, e.g. \"--max-in-flight 500\"")
@@ -235,13 +236,36 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	var scales []harness.ScaleResult
-	if s.scale > 0 && kafka != nil {
-		env.WorkDir = filepath.Join(work, "scale")
+	for rep := range s.repeat {
+		if s.scale <= 0 || kafka == nil || ctx.Err() != nil {
+			break
+		}
+		sfx := ""
+		if rep > 0 {
+			sfx = fmt.Sprintf("-r%d", rep+1)
+		}
+		// The floor once more, just before: the scale phase's ratio is to
+		// a floor of the same minutes, not to the repetitions' above.
+		var floorP99 float64
+		if slices.ContainsFunc(chosen, func(e entry) bool { return e.name == "kafka-floor" }) {
+			env.WorkDir = filepath.Join(work, "scale-floor"+sfx)
+			if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
+				return err
+			}
+			log.Info("benchmark", "system", "kafka-floor", "phase", "scale", "repetition", rep+1, "of", s.repeat)
+			fr := harness.Run(ctx, harness.Subject{System: floor.New("kafka-floor-scale" + sfx), Name: "kafka", Backend: kafka}, env, w)
+			if fr.Error == "" && fr.Steady != nil {
+				floorP99 = fr.Steady.P99Ms
+			}
+		}
+		env.WorkDir = filepath.Join(work, "scale"+sfx)
 		if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
 			return err
 		}
-		sys := ivrsched.New("ivrsched-kafka-scale", ivrsched.OneProcess, scaleArgs...)
-		scales = append(scales, harness.RunScale(ctx, sys, kafka, env, s.scale, w))
+		sys := ivrsched.New("ivrsched-kafka-scale"+sfx, ivrsched.OneProcess, scaleArgs...)
+		sr := harness.RunScale(ctx, sys, kafka, env, s.scale, w)
+		sr.Repetition, sr.FloorSteadyP99Ms = rep+1, floorP99
+		scales = append(scales, sr)
 	}
 	var dialers []ivrsched.DialerResult
 	if s.dialer > 0 && kafka != nil {
@@ -305,7 +329,7 @@ func report(stdout io.Writer, s settings, order []string, rs []harness.Result, s
 			s.lead, s.partitions, s.payload, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	}
 	harness.ScaleMarkdown(stdout, scales)
-	scaleVsFloor(stdout, scales, rs)
+	scaleVsFloor(stdout, scales)
 	ivrsched.DialerMarkdown(stdout, dialers)
 	harness.RetentionMarkdown(stdout, rets)
 	rs = withSamples(rs, order)
@@ -400,24 +424,22 @@ func medianRuns(rs []harness.Result, order []string) []harness.Result {
 }
 
 // scaleVsFloor writes each scale phase's steady p99 as a ratio to the
-// floor's steady p99 of this run (the same rate and records, nothing
-// pending), the median of the repetitions'.
-func scaleVsFloor(w io.Writer, scales []harness.ScaleResult, rs []harness.Result) {
-	var floors []float64
-	for _, r := range rs {
-		if r.Floor && r.Error == "" && r.Steady != nil {
-			floors = append(floors, r.Steady.P99Ms)
-		}
-	}
-	f := harness.SpreadOf(floors)
-	if f.N == 0 || f.Median <= 0 {
-		return
-	}
+// floor's steady p99 measured just before it (the same rate and records,
+// nothing pending), and their median and spread over the repetitions.
+func scaleVsFloor(w io.Writer, scales []harness.ScaleResult) {
+	var ratios, p99s, floors []float64
 	for _, s := range scales {
-		if s.Error == "" && s.Steady != nil {
-			fmt.Fprintf(w, "\nWith %d pending, %s's steady p99 is %.0f ms: %.2f× the floor's steady p99 of this run (%s ms, nothing pending).\n",
-				s.Pending, s.System, s.Steady.P99Ms, s.Steady.P99Ms/f.Median, f.Format("%.0f"))
+		if s.Error != "" || s.Steady == nil || s.FloorSteadyP99Ms <= 0 {
+			continue
 		}
+		r := s.Steady.P99Ms / s.FloorSteadyP99Ms
+		fmt.Fprintf(w, "\nScale phase %d: with %d pending, ivrsched's steady p99 is %.0f ms, %.2f× the floor's %.0f ms measured just before it (nothing pending).\n",
+			s.Repetition, s.Pending, s.Steady.P99Ms, r, s.FloorSteadyP99Ms)
+		ratios, p99s, floors = append(ratios, r), append(p99s, s.Steady.P99Ms), append(floors, s.FloorSteadyP99Ms)
+	}
+	if len(ratios) > 1 {
+		fmt.Fprintf(w, "\nWith them pending, over %d scale phases: steady p99 %s ms against the floor's %s ms, %s× the floor.\n",
+			len(ratios), harness.SpreadOf(p99s).Format("%.0f"), harness.SpreadOf(floors).Format("%.0f"), harness.SpreadOf(ratios).Format("%.2f"))
 	}
 }
 

@@ -28,6 +28,10 @@ type entry struct {
 var registry = []entry{
 	{"kafka-floor", "kafka", func(n string) harness.System { return floor.New(n) }},
 	{"ivrsched-kafka", "kafka", func(n string) harness.System { return ivrsched.New(n, ivrsched.OneProcess) }},
+	// The scheduler alone, as deployed with its dialers on other machines:
+	// the same fires as ivrsched-kafka's without the dialer's work on the
+	// same two cores (and no placements).
+	{"ivrsched-kafka-sched", "kafka", func(n string) harness.System { return ivrsched.NewSchedulerOnly(n) }},
 	{"ivrsched-kafka-procs", "kafka", func(n string) harness.System { return ivrsched.New(n, ivrsched.Processes) }},
 	{"ivrsched-kafka-flush5ms", "kafka", func(n string) harness.System {
 		return ivrsched.New(n, ivrsched.OneProcess, "--flush", "5ms")

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/ivrsched/ivrsched/bench/harness"
 )
 
 // A system listed twice would read its first run's fires (same topics, same
@@ -24,5 +26,41 @@ func TestRunNamesDifferPerRepetition(t *testing.T) {
 		if got := e.make(e.name + "-r2").Name(); got != e.name+"-r2" {
 			t.Errorf("%s: made %q", e.name, got)
 		}
+	}
+}
+
+// The scheduler alone places nothing: the harness must not wait for its
+// placements (harness.Placer), while ivrsched-kafka's are measured.
+func TestSchedulerAloneHasNoPlacements(t *testing.T) {
+	es, err := choose("ivrsched-kafka-sched,ivrsched-kafka")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := es[0].make("s").(harness.Placer); ok {
+		t.Error("ivrsched-kafka-sched is a Placer")
+	}
+	if _, ok := es[1].make("k").(harness.Placer); !ok {
+		t.Error("ivrsched-kafka is not a Placer")
+	}
+}
+
+// Each scale phase's p99 is compared with the floor measured just before
+// it, and the phases' ratios are summed up with their spread.
+func TestScaleVsTheFloorJustBefore(t *testing.T) {
+	var b strings.Builder
+	scaleVsFloor(&b, []harness.ScaleResult{
+		{Repetition: 1, Pending: 1000, Steady: &harness.Phase{P99Ms: 60}, FloorSteadyP99Ms: 20},
+		{Repetition: 2, Pending: 1000, Steady: &harness.Phase{P99Ms: 40}, FloorSteadyP99Ms: 10},
+		{Repetition: 3, Pending: 1000, Steady: &harness.Phase{P99Ms: 50}}, // no floor: no ratio
+	})
+	out := b.String()
+	for _, want := range []string{"Scale phase 1: with 1000 pending, ivrsched's steady p99 is 60 ms, 3.00× the floor's 20 ms",
+		"Scale phase 2: with 1000 pending, ivrsched's steady p99 is 40 ms, 4.00×", "over 2 scale phases"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Scale phase 3") {
+		t.Errorf("a phase without a floor got a ratio:\n%s", out)
 	}
 }

@@ -34,6 +34,10 @@ const (
 	Processes
 	// Embedded runs `ivrsched run` on its own embedded broker.
 	Embedded
+	// SchedulerOnly runs `ivrsched scheduler` alone: its calls on ivr-calls
+	// are the fires, and nothing places them (a deployment whose dialers
+	// run on other machines). NewSchedulerOnly returns it.
+	SchedulerOnly
 )
 
 // System is ivrsched under test.
@@ -66,6 +70,16 @@ type proc struct {
 func New(name string, mode Mode, extra ...string) *System {
 	return &System{name: name, mode: mode, extra: extra}
 }
+
+// NewSchedulerOnly returns the scheduler alone (SchedulerOnly): a system
+// without placements, so the harness measures its fires and not a dialer's.
+func NewSchedulerOnly(name string, extra ...string) harness.System {
+	return schedulerOnly{New(name, SchedulerOnly, extra...)}
+}
+
+// schedulerOnly hides ObservePlaced (harness.Placer): nothing places its
+// calls.
+type schedulerOnly struct{ harness.System }
 
 // WithSchedulerFlags adds flags for the scheduler role only (the single
 // process in OneProcess and Embedded modes), e.g. a log level that would
@@ -134,7 +148,7 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 			"--default-policy", "none"} // the benchmark's calls are due at any hour; extra flags may set a policy
 		return append(args, s.extra...)
 	}
-	if s.mode != Processes {
+	if s.mode == OneProcess || s.mode == Embedded {
 		if s.web, err = freeAddr(); err != nil {
 			return err
 		}
@@ -149,6 +163,9 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 			{args: append([]string{"scheduler", "--brokers", s.broker}, common("scheduler")...)},
 			{args: append([]string{"dialer", "--brokers", s.broker}, common("dialer")...)},
 		}
+	case SchedulerOnly:
+		s.broker = env.KafkaBrokers
+		s.procs = []*proc{{args: append([]string{"scheduler", "--brokers", s.broker}, common("scheduler")...)}}
 	case Embedded:
 		addr, err := freeAddr()
 		if err != nil {
@@ -213,7 +230,11 @@ func (s *System) awaitTopics(ctx context.Context) error {
 		if err == nil {
 			topics, _ := c.Topics()
 			c.Close()
-			if slices.Contains(topics, string(s.topics.Results)) && slices.Contains(topics, string(s.topics.Onboarding)) {
+			last := s.topics.Results // the dialer's, created last
+			if s.mode == SchedulerOnly {
+				last = s.topics.Calls
+			}
+			if slices.Contains(topics, string(last)) && slices.Contains(topics, string(s.topics.Onboarding)) {
 				return nil
 			}
 		}
