@@ -258,14 +258,20 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				floorP99 = fr.Steady.P99Ms
 			}
 		}
-		env.WorkDir = filepath.Join(work, "scale"+sfx)
-		if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
-			return err
+		// ivrsched-kafka, and the scheduler alone when it is among -systems.
+		subjects := []harness.Scalable{ivrsched.New("ivrsched-kafka-scale"+sfx, ivrsched.OneProcess, scaleArgs...)}
+		if slices.ContainsFunc(chosen, func(e entry) bool { return e.name == "ivrsched-kafka-sched" }) {
+			subjects = append(subjects, ivrsched.NewSchedulerOnly("ivrsched-kafka-sched-scale"+sfx, scaleArgs...))
 		}
-		sys := ivrsched.New("ivrsched-kafka-scale"+sfx, ivrsched.OneProcess, scaleArgs...)
-		sr := harness.RunScale(ctx, sys, kafka, env, s.scale, w)
-		sr.Repetition, sr.FloorSteadyP99Ms = rep+1, floorP99
-		scales = append(scales, sr)
+		for _, sys := range subjects {
+			env.WorkDir = filepath.Join(work, sys.Name())
+			if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
+				return err
+			}
+			sr := harness.RunScale(ctx, sys, kafka, env, s.scale, w)
+			sr.Repetition, sr.FloorSteadyP99Ms = rep+1, floorP99
+			scales = append(scales, sr)
+		}
 	}
 	var dialers []ivrsched.DialerResult
 	if s.dialer > 0 && kafka != nil {
@@ -427,19 +433,29 @@ func medianRuns(rs []harness.Result, order []string) []harness.Result {
 // floor's steady p99 measured just before it (the same rate and records,
 // nothing pending), and their median and spread over the repetitions.
 func scaleVsFloor(w io.Writer, scales []harness.ScaleResult) {
-	var ratios, p99s, floors []float64
+	type runs struct{ ratios, p99s, floors []float64 }
+	by := map[string]*runs{}
+	var order []string
 	for _, s := range scales {
 		if s.Error != "" || s.Steady == nil || s.FloorSteadyP99Ms <= 0 {
 			continue
 		}
+		sys := strings.TrimSuffix(s.System, fmt.Sprintf("-r%d", s.Repetition))
 		r := s.Steady.P99Ms / s.FloorSteadyP99Ms
-		fmt.Fprintf(w, "\nScale phase %d: with %d pending, ivrsched's steady p99 is %.0f ms, %.2f× the floor's %.0f ms measured just before it (nothing pending).\n",
-			s.Repetition, s.Pending, s.Steady.P99Ms, r, s.FloorSteadyP99Ms)
-		ratios, p99s, floors = append(ratios, r), append(p99s, s.Steady.P99Ms), append(floors, s.FloorSteadyP99Ms)
+		fmt.Fprintf(w, "\nScale phase %d, %s: with %d pending, its steady p99 is %.0f ms, %.2f× the floor's %.0f ms measured just before it (nothing pending).\n",
+			s.Repetition, sys, s.Pending, s.Steady.P99Ms, r, s.FloorSteadyP99Ms)
+		if by[sys] == nil {
+			by[sys] = &runs{}
+			order = append(order, sys)
+		}
+		b := by[sys]
+		b.ratios, b.p99s, b.floors = append(b.ratios, r), append(b.p99s, s.Steady.P99Ms), append(b.floors, s.FloorSteadyP99Ms)
 	}
-	if len(ratios) > 1 {
-		fmt.Fprintf(w, "\nWith them pending, over %d scale phases: steady p99 %s ms against the floor's %s ms, %s× the floor.\n",
-			len(ratios), harness.SpreadOf(p99s).Format("%.0f"), harness.SpreadOf(floors).Format("%.0f"), harness.SpreadOf(ratios).Format("%.2f"))
+	for _, sys := range order {
+		if b := by[sys]; len(b.ratios) > 1 {
+			fmt.Fprintf(w, "\n%s with them pending, over %d scale phases: steady p99 %s ms against the floor's %s ms, %s× the floor.\n",
+				sys, len(b.ratios), harness.SpreadOf(b.p99s).Format("%.0f"), harness.SpreadOf(b.floors).Format("%.0f"), harness.SpreadOf(b.ratios).Format("%.2f"))
+		}
 	}
 }
 

@@ -49,13 +49,16 @@ func TestSchedulerAloneHasNoPlacements(t *testing.T) {
 func TestScaleVsTheFloorJustBefore(t *testing.T) {
 	var b strings.Builder
 	scaleVsFloor(&b, []harness.ScaleResult{
-		{Repetition: 1, Pending: 1000, Steady: &harness.Phase{P99Ms: 60}, FloorSteadyP99Ms: 20},
-		{Repetition: 2, Pending: 1000, Steady: &harness.Phase{P99Ms: 40}, FloorSteadyP99Ms: 10},
-		{Repetition: 3, Pending: 1000, Steady: &harness.Phase{P99Ms: 50}}, // no floor: no ratio
+		{System: "ivrsched-kafka-scale", Repetition: 1, Pending: 1000, Steady: &harness.Phase{P99Ms: 60}, FloorSteadyP99Ms: 20},
+		{System: "ivrsched-kafka-sched-scale", Repetition: 1, Pending: 1000, Steady: &harness.Phase{P99Ms: 30}, FloorSteadyP99Ms: 20},
+		{System: "ivrsched-kafka-scale-r2", Repetition: 2, Pending: 1000, Steady: &harness.Phase{P99Ms: 40}, FloorSteadyP99Ms: 10},
+		{System: "ivrsched-kafka-scale-r3", Repetition: 3, Pending: 1000, Steady: &harness.Phase{P99Ms: 50}}, // no floor: no ratio
 	})
 	out := b.String()
-	for _, want := range []string{"Scale phase 1: with 1000 pending, ivrsched's steady p99 is 60 ms, 3.00× the floor's 20 ms",
-		"Scale phase 2: with 1000 pending, ivrsched's steady p99 is 40 ms, 4.00×", "over 2 scale phases"} {
+	for _, want := range []string{"Scale phase 1, ivrsched-kafka-scale: with 1000 pending, its steady p99 is 60 ms, 3.00× the floor's 20 ms",
+		"Scale phase 1, ivrsched-kafka-sched-scale: with 1000 pending, its steady p99 is 30 ms, 1.50×",
+		"Scale phase 2, ivrsched-kafka-scale: with 1000 pending, its steady p99 is 40 ms, 4.00×",
+		"ivrsched-kafka-scale with them pending, over 2 scale phases: steady p99 50 (40–60) ms"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}

@@ -73,13 +73,13 @@ func New(name string, mode Mode, extra ...string) *System {
 
 // NewSchedulerOnly returns the scheduler alone (SchedulerOnly): a system
 // without placements, so the harness measures its fires and not a dialer's.
-func NewSchedulerOnly(name string, extra ...string) harness.System {
+func NewSchedulerOnly(name string, extra ...string) harness.Scalable {
 	return schedulerOnly{New(name, SchedulerOnly, extra...)}
 }
 
 // schedulerOnly hides ObservePlaced (harness.Placer): nothing places its
 // calls.
-type schedulerOnly struct{ harness.System }
+type schedulerOnly struct{ harness.Scalable }
 
 // WithSchedulerFlags adds flags for the scheduler role only (the single
 // process in OneProcess and Embedded modes), e.g. a log level that would
@@ -148,7 +148,7 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 			"--default-policy", "none"} // the benchmark's calls are due at any hour; extra flags may set a policy
 		return append(args, s.extra...)
 	}
-	if s.mode == OneProcess || s.mode == Embedded {
+	if s.mode != Processes {
 		if s.web, err = freeAddr(); err != nil {
 			return err
 		}
@@ -165,7 +165,7 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 		}
 	case SchedulerOnly:
 		s.broker = env.KafkaBrokers
-		s.procs = []*proc{{args: append([]string{"scheduler", "--brokers", s.broker}, common("scheduler")...)}}
+		s.procs = []*proc{{args: append([]string{"scheduler", "--brokers", s.broker, "--http", s.web}, common("scheduler")...)}}
 	case Embedded:
 		addr, err := freeAddr()
 		if err != nil {
@@ -488,7 +488,7 @@ func isCommitted(client sarama.Client, admin sarama.ClusterAdmin, group, topic s
 	return true, nil
 }
 
-// LiveHeapBytes is the heap `ivrsched run` keeps after a garbage
+// LiveHeapBytes is the heap `ivrsched run` (or the scheduler alone) keeps after a garbage
 // collection, read from its runtime statistics on the web UI.
 func (s *System) LiveHeapBytes(ctx context.Context) (int64, error) {
 	if s.web == "" {
