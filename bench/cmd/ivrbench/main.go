@@ -202,7 +202,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				name = fmt.Sprintf("%s-r%d", e.name, rep+1) // topics, queues and groups of its own
 			}
 			sys := e.make(name)
-			if is, ok := sys.(*ivrsched.System); ok {
+			if is, ok := ivrsched.Of(sys); ok {
 				if s.ivrschedBin != "" {
 					is.WithBinary(s.ivrschedBin)
 				}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ivrsched/ivrsched/bench/harness"
+	"github.com/ivrsched/ivrsched/bench/systems/ivrsched"
 )
 
 // A system listed twice would read its first run's fires (same topics, same
@@ -41,6 +42,12 @@ func TestSchedulerAloneHasNoPlacements(t *testing.T) {
 	}
 	if _, ok := es[1].make("k").(harness.Placer); !ok {
 		t.Error("ivrsched-kafka is not a Placer")
+	}
+	// -ivrsched-bin and -ivrsched-flags reach both.
+	for _, e := range es {
+		if _, ok := ivrsched.Of(e.make("x")); !ok {
+			t.Errorf("%s: no ivrsched System to give a binary and flags", e.name)
+		}
 	}
 }
 

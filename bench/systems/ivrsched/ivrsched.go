@@ -81,6 +81,18 @@ func NewSchedulerOnly(name string, extra ...string) harness.Scalable {
 // calls.
 type schedulerOnly struct{ harness.Scalable }
 
+// Of returns the ivrsched System that sys is or wraps (NewSchedulerOnly),
+// for its options (WithBinary, WithSchedulerFlags).
+func Of(sys harness.System) (*System, bool) {
+	switch s := sys.(type) {
+	case *System:
+		return s, true
+	case schedulerOnly:
+		return Of(s.Scalable)
+	}
+	return nil, false
+}
+
 // WithSchedulerFlags adds flags for the scheduler role only (the single
 // process in OneProcess and Embedded modes), e.g. a log level that would
 // make the dialer log every call.
@@ -183,7 +195,13 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 			return err
 		}
 	}
-	return s.awaitTopics(ctx)
+	if err := s.awaitTopics(ctx); err != nil {
+		return err
+	}
+	if s.web != "" && env.Log != nil {
+		env.Log.Info("ivrsched started", "system", s.name, "web", "http://"+s.web) // /debug/pprof for profiles of a run
+	}
+	return nil
 }
 
 // Build compiles the ivrsched binary into dir once.
