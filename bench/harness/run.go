@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -42,6 +43,9 @@ type Phase struct {
 	FirePerSec      float64 `json:"fire_per_sec"` // fired / (last fire - first due)
 	// Lateness sample (ms, sorted) for plots; at most 2,000 points.
 	Sample []float64 `json:"lateness_sample_ms,omitempty"`
+	// Timeline is the lateness by due time, in slices of TimelineStep
+	// from the first due time: where in a phase its tail is.
+	Timeline []TimelineSlice `json:"timeline,omitempty"`
 
 	SystemCPUSeconds  float64 `json:"system_cpu_seconds"`
 	BackendCPUSeconds float64 `json:"backend_cpu_seconds"`
@@ -52,6 +56,37 @@ type Phase struct {
 	TopicMsgsPerFU map[string]float64 `json:"topic_messages_per_followup,omitempty"`
 	// Placed is the same phase seen at the placement stage (a Placer's).
 	Placed *Phase `json:"placed,omitempty"`
+}
+
+// TimelineStep is the width of a Phase's timeline slices.
+const TimelineStep = 250 * time.Millisecond
+
+// TimelineSlice is the lateness of the fired follow-ups due in one slice
+// of a phase: [AtMs, AtMs + TimelineStep) after its first due time.
+type TimelineSlice struct {
+	AtMs  int64   `json:"at_ms"`
+	Fired int     `json:"fired"`
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+}
+
+// timeline slices fired follow-ups (due offsets from the first due time,
+// their lateness in ms) by due time.
+func timeline(due []time.Duration, late []float64) []TimelineSlice {
+	by := map[int64][]float64{}
+	for i, d := range due {
+		k := int64(d / TimelineStep)
+		by[k] = append(by[k], late[i])
+	}
+	var out []TimelineSlice
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		l := by[k]
+		slices.Sort(l)
+		q := func(f float64) float64 { return l[min(len(l)-1, int(f*float64(len(l))))] }
+		out = append(out, TimelineSlice{AtMs: k * TimelineStep.Milliseconds(), Fired: len(l), P50Ms: q(0.5), P99Ms: q(0.99), MaxMs: l[len(l)-1]})
+	}
+	return out
 }
 
 // CrashResult is what a kill -9 and restart cost.
@@ -405,6 +440,7 @@ func (o *observer) phase(ts []Task) *Phase {
 	defer o.mu.Unlock()
 	p := &Phase{}
 	var late []float64
+	var due []time.Time
 	var firstDue, lastFire time.Time
 	for i, t := range ts {
 		if i == 0 || t.Due.Before(firstDue) {
@@ -427,10 +463,16 @@ func (o *observer) phase(ts []Task) *Phase {
 			p.MaxEarlyMs = max(p.MaxEarlyMs, -ms)
 		}
 		late = append(late, ms)
+		due = append(due, t.Due)
 	}
 	if len(late) == 0 {
 		return p
 	}
+	offsets := make([]time.Duration, len(due))
+	for i, d := range due {
+		offsets[i] = d.Sub(firstDue)
+	}
+	p.Timeline = timeline(offsets, late)
 	slices.Sort(late)
 	q := func(f float64) float64 { return late[min(len(late)-1, int(f*float64(len(late))))] }
 	p.P50Ms, p.P90Ms, p.P99Ms, p.MaxMs = q(0.5), q(0.9), q(0.99), late[len(late)-1]

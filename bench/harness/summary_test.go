@@ -2,8 +2,10 @@ package harness
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSpreadOf(t *testing.T) {
@@ -50,5 +52,19 @@ func TestSummarizeRatiosPerRepetition(t *testing.T) {
 	if !strings.Contains(b.String(), "| ivrsched-kafka (1 failed) | 4 | 10 (6–45) | 20 (12–90) | 2.00 (0.90–3.00) |") ||
 		!strings.Contains(b.String(), "0.50 (0.50–1.00)× kafka-floor's") {
 		t.Fatalf("markdown:\n%s", b.String())
+	}
+}
+
+// The timeline slices fires by due time, so a stall shows where it is.
+func TestTimelineSlicesByDueTime(t *testing.T) {
+	ms := time.Millisecond
+	got := timeline([]time.Duration{0, 100 * ms, 200 * ms, 260 * ms, 900 * ms}, []float64{5, 7, 300, 4, 6})
+	want := []TimelineSlice{
+		{AtMs: 0, Fired: 3, P50Ms: 7, P99Ms: 300, MaxMs: 300},
+		{AtMs: 250, Fired: 1, P50Ms: 4, P99Ms: 4, MaxMs: 4},
+		{AtMs: 750, Fired: 1, P50Ms: 6, P99Ms: 6, MaxMs: 6},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("timeline\n got %+v\nwant %+v", got, want)
 	}
 }
