@@ -54,11 +54,19 @@ func cmdCalls(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, p := range parts {
 		offset := sarama.OffsetOldest
 		if !*fromBeginning {
+			// The end first: when nothing is that recent, the calls are
+			// followed from the end as it was before the lookup, so a call
+			// produced meanwhile is not skipped (OffsetNewest would be
+			// resolved later, after it).
+			end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+			if err != nil {
+				return fmt.Errorf("end offset of %s/%d: %w", topic, p, err)
+			}
 			if offset, err = client.GetOffset(topic, p, startMs); err != nil {
 				return fmt.Errorf("offset of %s/%d at %v: %w", topic, p, time.UnixMilli(startMs), err)
 			}
 			if offset < 0 { // nothing that recent: follow from the end
-				offset = sarama.OffsetNewest
+				offset = end
 			}
 		}
 		pc, err := consumer.ConsumePartition(topic, p, offset)
