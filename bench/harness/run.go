@@ -71,22 +71,26 @@ type TimelineSlice struct {
 	MaxMs float64 `json:"max_ms"`
 }
 
-// timeline slices fired follow-ups (due offsets from the first due time,
-// their lateness in ms) by due time.
-func timeline(due []time.Duration, late []float64) []TimelineSlice {
+// timeline slices fired follow-ups (their due times, their lateness in
+// ms) by due time, from first.
+func timeline(first time.Time, due []time.Time, late []float64) []TimelineSlice {
 	by := map[int64][]float64{}
 	for i, d := range due {
-		k := int64(d / TimelineStep)
+		k := int64(d.Sub(first) / TimelineStep)
 		by[k] = append(by[k], late[i])
 	}
 	var out []TimelineSlice
 	for _, k := range slices.Sorted(maps.Keys(by)) {
 		l := by[k]
 		slices.Sort(l)
-		q := func(f float64) float64 { return l[min(len(l)-1, int(f*float64(len(l))))] }
-		out = append(out, TimelineSlice{AtMs: k * TimelineStep.Milliseconds(), Fired: len(l), P50Ms: q(0.5), P99Ms: q(0.99), MaxMs: l[len(l)-1]})
+		out = append(out, TimelineSlice{AtMs: k * TimelineStep.Milliseconds(), Fired: len(l), P50Ms: quantile(l, 0.5), P99Ms: quantile(l, 0.99), MaxMs: l[len(l)-1]})
 	}
 	return out
+}
+
+// quantile is the f quantile of sorted (not empty).
+func quantile(sorted []float64, f float64) float64 {
+	return sorted[min(len(sorted)-1, int(f*float64(len(sorted))))]
 }
 
 // CrashResult is what a kill -9 and restart cost.
@@ -468,14 +472,9 @@ func (o *observer) phase(ts []Task) *Phase {
 	if len(late) == 0 {
 		return p
 	}
-	offsets := make([]time.Duration, len(due))
-	for i, d := range due {
-		offsets[i] = d.Sub(firstDue)
-	}
-	p.Timeline = timeline(offsets, late)
+	p.Timeline = timeline(firstDue, due, late)
 	slices.Sort(late)
-	q := func(f float64) float64 { return late[min(len(late)-1, int(f*float64(len(late))))] }
-	p.P50Ms, p.P90Ms, p.P99Ms, p.MaxMs = q(0.5), q(0.9), q(0.99), late[len(late)-1]
+	p.P50Ms, p.P90Ms, p.P99Ms, p.MaxMs = quantile(late, 0.5), quantile(late, 0.9), quantile(late, 0.99), late[len(late)-1]
 	if span := lastFire.Sub(firstDue); span > 0 {
 		p.FirePerSec = float64(p.Fired) / span.Seconds()
 	}

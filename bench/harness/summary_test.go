@@ -58,7 +58,9 @@ func TestSummarizeRatiosPerRepetition(t *testing.T) {
 // The timeline slices fires by due time, so a stall shows where it is.
 func TestTimelineSlicesByDueTime(t *testing.T) {
 	ms := time.Millisecond
-	got := timeline([]time.Duration{0, 100 * ms, 200 * ms, 260 * ms, 900 * ms}, []float64{5, 7, 300, 4, 6})
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	due := []time.Time{t0, t0.Add(100 * ms), t0.Add(200 * ms), t0.Add(260 * ms), t0.Add(900 * ms)}
+	got := timeline(t0, due, []float64{5, 7, 300, 4, 6})
 	want := []TimelineSlice{
 		{AtMs: 0, Fired: 3, P50Ms: 7, P99Ms: 300, MaxMs: 300},
 		{AtMs: 250, Fired: 1, P50Ms: 4, P99Ms: 4, MaxMs: 4},

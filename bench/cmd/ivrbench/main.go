@@ -247,7 +247,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		// The floor once more, just before: the scale phase's ratio is to
 		// a floor of the same minutes, not to the repetitions' above.
 		var floorP99 float64
-		if slices.ContainsFunc(chosen, func(e entry) bool { return e.name == "kafka-floor" }) {
+		if chose(chosen, "kafka-floor") {
 			env.WorkDir = filepath.Join(work, "scale-floor"+sfx)
 			if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
 				return err
@@ -260,7 +260,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		// ivrsched-kafka, and the scheduler alone when it is among -systems.
 		subjects := []harness.Scalable{ivrsched.New("ivrsched-kafka-scale"+sfx, ivrsched.OneProcess, scaleArgs...)}
-		if slices.ContainsFunc(chosen, func(e entry) bool { return e.name == "ivrsched-kafka-sched" }) {
+		if chose(chosen, "ivrsched-kafka-sched") {
 			subjects = append(subjects, ivrsched.NewSchedulerOnly("ivrsched-kafka-sched-scale"+sfx, scaleArgs...))
 		}
 		for _, sys := range subjects {

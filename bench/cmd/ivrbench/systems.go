@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,6 +92,11 @@ func choose(list string) ([]entry, error) {
 		}
 	}
 	return out, nil
+}
+
+// chose reports whether the system name is among es.
+func chose(es []entry, name string) bool {
+	return slices.ContainsFunc(es, func(e entry) bool { return e.name == name })
 }
 
 func needs(es []entry, backend string) bool {
