@@ -49,6 +49,8 @@ type emitter interface {
 	Finish() error
 }
 
+var _ emitter = (*goka.Emitter)(nil)
+
 // reviveEvery bounds how often an emitter is built anew.
 const reviveEvery = time.Second
 
