@@ -94,8 +94,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&s.retention.ProbeWindow, "retention-window", 20*time.Second, "retention phase: the rebalance's probes are due over this window from the join")
 	fs.BoolVar(&s.retention.Compact, "retention-compact", false, "retention phase: then have the broker compact the scheduler's table (its segments rolled every second) and measure once more")
 	fs.StringVar(&s.logs, "logs", "", "copy the process logs of every run (a folder per system and repetition) and of the retention phase into this directory (default: none)")
-	fs.StringVar(&s.ivrschedBin, "ivrsched-bin", "", "side-by-side phases: an ivrsched binary to run instead of a build of this checkout (an older version, for a before-and-after)")
-	fs.StringVar(&s.ivrschedFlags, "ivrsched-flags", "", "side-by-side phases: more flags of ivrsched's scheduler (the single process of ivrsched-kafka), e.g. \"--log-level info\" with -logs")
+	fs.StringVar(&s.ivrschedBin, "ivrsched-bin", "", "side-by-side and scale phases: an ivrsched binary to run instead of a build of this checkout (an older version, for a before-and-after)")
+	fs.StringVar(&s.ivrschedFlags, "ivrsched-flags", "", "side-by-side and scale phases: more flags of ivrsched's scheduler (the single process of ivrsched-kafka), e.g. \"--log-level info\" with -logs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -202,12 +202,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				name = fmt.Sprintf("%s-r%d", e.name, rep+1) // topics, queues and groups of its own
 			}
 			sys := e.make(name)
-			if is, ok := ivrsched.Of(sys); ok {
-				if s.ivrschedBin != "" {
-					is.WithBinary(s.ivrschedBin)
-				}
-				is.WithSchedulerFlags(strings.Fields(s.ivrschedFlags)...)
-			}
+			s.binary(sys)
 			subj := harness.Subject{System: sys, Name: e.backend}
 			switch e.backend {
 			case "kafka":
@@ -264,6 +259,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			subjects = append(subjects, ivrsched.NewSchedulerOnly("ivrsched-kafka-sched-scale"+sfx, scaleArgs...))
 		}
 		for _, sys := range subjects {
+			s.binary(sys)
 			env.WorkDir = filepath.Join(work, sys.Name())
 			if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
 				return err
@@ -486,3 +482,16 @@ func withSamples(rs []harness.Result, order []string) []harness.Result {
 type badFlag struct{ error }
 
 func (b badFlag) Unwrap() error { return b.error }
+
+// binary makes sys, if it is an ivrsched, run -ivrsched-bin (when given)
+// with -ivrsched-flags: in the side-by-side phases and the scale phase.
+func (s settings) binary(sys harness.System) {
+	is, ok := ivrsched.Of(sys)
+	if !ok {
+		return
+	}
+	if s.ivrschedBin != "" {
+		is.WithBinary(s.ivrschedBin)
+	}
+	is.WithSchedulerFlags(strings.Fields(s.ivrschedFlags)...)
+}
