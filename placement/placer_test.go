@@ -359,7 +359,7 @@ func TestOnlyCallsStillInFlightArePlaced(t *testing.T) {
 	if c := f.p.Record(0, "b", "answered", 8); c != nil {
 		t.Fatalf("recorded twice: %v", c)
 	}
-	f.p.Forget(0, "c", 0)
+	f.p.Forget(0, "c", t0, 0)
 	f.prov.gate <- struct{}{} // first
 	f.prov.gate <- struct{}{} // kept
 	idle(f.p)

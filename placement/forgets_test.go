@@ -1,0 +1,195 @@
+package placement
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+)
+
+// claim is a session's claim of a topic's partition: where it starts and
+// its high watermark.
+type claim struct {
+	sarama.ConsumerGroupClaim
+	topic         string
+	initial, high int64
+}
+
+func (c claim) Topic() string              { return c.topic }
+func (c claim) Partition() int32           { return 0 }
+func (c claim) InitialOffset() int64       { return c.initial }
+func (c claim) HighWaterMarkOffset() int64 { return c.high }
+
+func firedAt(user, id string, at time.Time) *pb.IVRCall {
+	c := call(user, id)
+	c.FiredAt = timestamppb.New(at)
+	return c
+}
+
+// consume does what the dialer's onCall does with a call: drop it (Track)
+// if Forgotten, otherwise Submit it, at the next offset.
+func (f *fixture) consume(t *testing.T, c *pb.IVRCall) (dropped bool) {
+	t.Helper()
+	off := f.next[0]
+	f.next[0]++
+	if f.p.Forgotten(0, c) {
+		f.p.Track(0, off)
+		return true
+	}
+	if _, err := f.p.Submit(t.Context(), 0, off, c); err != nil {
+		t.Fatal(err)
+	}
+	return false
+}
+
+// A call consumed after its user's Forget and fired at or before it (or
+// with no time) is dropped; other users' calls are not. On a quiet
+// partition the Forget retires ForgetGrace after it was consumed, once
+// ivr-calls is consumed to its end; its followup-events record is
+// committed then, and not before.
+func TestForgetDropsTheCallsFiredBeforeIt(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 1, ForgetGrace: time.Minute})
+	s := newSession()
+	f.p.Begin(s)
+	st := f.open(t, 0, nil)
+	defer st.Close()
+	f.p.Claim(s, claim{topic: evs})            // nothing to catch up with
+	f.p.Claim(s, claim{topic: calls, high: 5}) // one call more to come
+	f.p.Forget(0, "u", t0, 0)                  // consumed before the calls fired before it
+	for _, c := range []*pb.IVRCall{firedAt("u", "x", t0.Add(-time.Second)), firedAt("u", "y", t0), call("u", "z")} {
+		if !f.consume(t, c) {
+			t.Fatalf("%s placed after its user's Forget", c.GetCallId())
+		}
+	}
+	if f.consume(t, firedAt("v", "w", t0.Add(-time.Second))) {
+		t.Fatal("another user's call dropped")
+	}
+	idle(f.p)
+	if got := f.prov.Seen(); !slices.Equal(got, []string{"w"}) {
+		t.Fatalf("placed %v, want w only", got)
+	}
+	f.p.Record(0, "v", "w", 9)
+	f.p.Mark(s, loop, 0, 10)
+	for o := int64(1); o <= 4; o++ {
+		f.p.Mark(s, calls, 0, o)
+	}
+	f.p.Mark(s, evs, 0, 1)
+	s.await(t, calls, 0, []int64{1, 2, 3, 4})
+
+	// Half the grace passes; another user's Forget comes.
+	f.clk.BlockUntil(1)
+	f.clk.Advance(30 * time.Second)
+	f.clk.BlockUntil(1) // the sweeper looked, and waits again
+	f.p.Forget(0, "k", t0.Add(time.Second), 1)
+	f.p.Mark(s, evs, 0, 2)
+	// u's grace passes; ivr-calls is not consumed to its end yet.
+	f.clk.Advance(30 * time.Second)
+	f.clk.BlockUntil(1)
+	if got := s.got(evs, 0); len(got) != 0 || f.p.recent.Load() != 2 {
+		t.Fatalf("followup-events marked %v, %d Forgets recent: retired before ivr-calls was consumed", got, f.p.recent.Load())
+	}
+	if !f.consume(t, firedAt("u", "late", t0.Add(-time.Millisecond))) { // the last one, late
+		t.Fatal("the late call placed")
+	}
+	f.p.Mark(s, calls, 0, 5)
+	f.clk.Advance(time.Second)
+	s.await(t, evs, 0, []int64{1}) // u's Forget; k's is recent
+	if f.p.recent.Load() != 1 || f.p.Forgotten(0, firedAt("u", "again", t0.Add(-time.Second))) {
+		t.Fatal("the Forget is still remembered after it retired")
+	}
+	f.clk.BlockUntil(1)
+	f.clk.Advance(30 * time.Second)
+	s.await(t, evs, 0, []int64{1, 2})
+	idle(f.p)
+}
+
+// A user onboarded again after the Forget is called: the new calls fire
+// after it. The first such call retires the Forget (every call fired
+// before it came before on the partition), whose record is committed once
+// every ivr-calls record consumed before that call is.
+func TestUserOnboardedAgainAfterTheForgetIsCalled(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 1})
+	s := newSession()
+	f.p.Begin(s)
+	st := f.open(t, 0, nil)
+	defer st.Close()
+	f.p.Claim(s, claim{topic: evs})
+	f.p.Claim(s, claim{topic: calls, high: 1 << 20})
+	f.p.Forget(0, "u", t0, 0)
+	f.p.Mark(s, evs, 0, 1)
+	if !f.consume(t, firedAt("u", "old", t0.Add(-time.Second))) {
+		t.Fatal("the call fired before the Forget placed")
+	}
+	if f.consume(t, firedAt("u", "new", t0.Add(time.Millisecond))) {
+		t.Fatal("the call of the user onboarded again dropped")
+	}
+	idle(f.p)
+	if got := f.prov.Seen(); !slices.Equal(got, []string{"new"}) || f.p.recent.Load() != 0 {
+		t.Fatalf("placed %v, %d Forgets recent", got, f.p.recent.Load())
+	}
+	if got := s.got(evs, 0); len(got) != 0 {
+		t.Fatalf("followup-events marked %v before the dropped call was committed", got)
+	}
+	f.p.Mark(s, calls, 0, 1) // Goka commits the dropped call: the Forget follows
+	if got := s.got(evs, 0); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("followup-events marked %v, want [1]", got)
+	}
+}
+
+// A crash at any point: a Forget is committed only after the calls it
+// dropped (so either they are not consumed again or the Forget is too),
+// and a partition that comes places nothing before its followup-events
+// are consumed to where they ended: a call consumed again before the
+// Forget waits for it, and it drops the call.
+func TestForgetAcrossACrash(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 1})
+	s1 := newSession()
+	f.p.Begin(s1)
+	st := f.open(t, 0, nil)
+	defer st.Close()
+	f.p.Claim(s1, claim{topic: evs})
+	f.p.Claim(s1, claim{topic: calls, high: 1 << 20})
+	f.p.Forget(0, "u", t0, 0)
+	if !f.consume(t, firedAt("u", "x", t0.Add(-time.Second))) || f.consume(t, firedAt("v", "y", t0.Add(time.Second))) {
+		t.Fatal("x placed or y dropped")
+	}
+	idle(f.p)
+	f.p.Mark(s1, evs, 0, 1) // Goka commits the Forget; the placer holds it: x (0) is not committed
+	if got := s1.got(evs, 0); len(got) != 0 {
+		t.Fatalf("followup-events marked %v before the call the Forget dropped was committed", got)
+	}
+
+	// The process dies here: x and the Forget are consumed again, x first.
+	g := newFixture(t, Config{MaxInFlight: 1})
+	s2 := newSession()
+	g.p.Begin(s2)
+	st2 := g.open(t, 0, nil)
+	defer st2.Close()
+	g.p.Claim(s2, claim{topic: calls, high: 2})
+	g.p.Claim(s2, claim{topic: evs, high: 1}) // the Forget is still to come
+	if g.consume(t, firedAt("u", "x", t0.Add(-time.Second))) || g.consume(t, firedAt("v", "y", t0.Add(time.Second))) {
+		t.Fatal("dropped before the Forget came again")
+	}
+	part := g.p.partition(0)
+	part.mu.Lock()
+	waiting := len(part.waiting)
+	part.mu.Unlock()
+	if got := g.prov.Seen(); len(got) != 0 || waiting != 2 {
+		t.Fatalf("placed %v, %d waiting, before followup-events were consumed to their end", got, waiting)
+	}
+	g.p.Forget(0, "u", t0, 0)
+	idle(g.p)
+	if got := g.prov.Seen(); !slices.Equal(got, []string{"y"}) {
+		t.Fatalf("after the restart placed %v, want y only", got)
+	}
+
+	// Had it not died: x committed, the Forget follows.
+	f.p.Mark(s1, calls, 0, 1)
+	if got := s1.got(evs, 0); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("followup-events marked %v, want [1]", got)
+	}
+}
