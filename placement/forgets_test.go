@@ -193,3 +193,26 @@ func TestForgetAcrossACrash(t *testing.T) {
 		t.Fatalf("followup-events marked %v, want [1]", got)
 	}
 }
+
+// A partition's calls wait for followup-events to be consumed up to where
+// its claim found them: a record Goka passes over without a callback
+// counts once Goka marks it.
+func TestCallsWaitForTheEventsToBeConsumed(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 1})
+	s := newSession()
+	f.p.Begin(s)
+	f.p.Claim(s, claim{topic: evs, initial: 3, high: 6}) // before the partition is restored
+	st := f.open(t, 0, nil)
+	defer st.Close()
+	f.consume(t, call("u", "c1"))
+	f.p.Event(0, 3)
+	f.p.Event(0, 4)
+	if got := f.prov.Seen(); len(got) != 0 {
+		t.Fatalf("placed %v before followup-events were consumed", got)
+	}
+	f.p.Mark(s, evs, 0, 6) // 5 had no callback
+	idle(f.p)
+	if got := f.prov.Seen(); !slices.Equal(got, []string{"c1"}) {
+		t.Fatalf("placed %v, want c1", got)
+	}
+}

@@ -39,6 +39,9 @@ func (p *Placer) Mark(sess sarama.ConsumerGroupSession, topic string, part int32
 	case p.cfg.Events:
 		if owned := p.partition(part); owned != nil && owned.session == sess {
 			owned.events.done(next - 1)
+			// A record Goka passed over without a callback (a nil value)
+			// is consumed too.
+			p.queueWaiting(owned, owned.consumed(next-1))
 		}
 		return false
 	case p.cfg.Loop:
