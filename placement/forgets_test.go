@@ -46,6 +46,20 @@ func (f *fixture) consume(t *testing.T, c *pb.IVRCall) (dropped bool) {
 	return false
 }
 
+// session starts a session of partition 0 whose claims say where
+// followup-events and ivr-calls end (their high watermarks; they start at
+// 0).
+func (f *fixture) session(t *testing.T, eventsEnd, callsEnd int64) *session {
+	t.Helper()
+	s := newSession()
+	f.p.Begin(s)
+	st := f.open(t, 0, nil)
+	t.Cleanup(func() { _ = st.Close() })
+	f.p.Claim(s, claim{topic: evs, high: eventsEnd})
+	f.p.Claim(s, claim{topic: calls, high: callsEnd})
+	return s
+}
+
 // A call consumed after its user's Forget and fired at or before it (or
 // with no time) is dropped; other users' calls are not. On a quiet
 // partition the Forget retires ForgetGrace after it was consumed, once
@@ -53,13 +67,8 @@ func (f *fixture) consume(t *testing.T, c *pb.IVRCall) (dropped bool) {
 // committed then, and not before.
 func TestForgetDropsTheCallsFiredBeforeIt(t *testing.T) {
 	f := newFixture(t, Config{MaxInFlight: 1, ForgetGrace: time.Minute})
-	s := newSession()
-	f.p.Begin(s)
-	st := f.open(t, 0, nil)
-	defer st.Close()
-	f.p.Claim(s, claim{topic: evs})            // nothing to catch up with
-	f.p.Claim(s, claim{topic: calls, high: 5}) // one call more to come
-	f.p.Forget(0, "u", t0, 0)                  // consumed before the calls fired before it
+	s := f.session(t, 0, 5)   // no events to catch up with; one call more to come
+	f.p.Forget(0, "u", t0, 0) // consumed before the calls fired before it
 	for _, c := range []*pb.IVRCall{firedAt("u", "x", t0.Add(-time.Second)), firedAt("u", "y", t0), call("u", "z")} {
 		if !f.consume(t, c) {
 			t.Fatalf("%s placed after its user's Forget", c.GetCallId())
@@ -113,12 +122,7 @@ func TestForgetDropsTheCallsFiredBeforeIt(t *testing.T) {
 // every ivr-calls record consumed before that call is.
 func TestUserOnboardedAgainAfterTheForgetIsCalled(t *testing.T) {
 	f := newFixture(t, Config{MaxInFlight: 1})
-	s := newSession()
-	f.p.Begin(s)
-	st := f.open(t, 0, nil)
-	defer st.Close()
-	f.p.Claim(s, claim{topic: evs})
-	f.p.Claim(s, claim{topic: calls, high: 1 << 20})
+	s := f.session(t, 0, 1<<20)
 	f.p.Forget(0, "u", t0, 0)
 	f.p.Mark(s, evs, 0, 1)
 	if !f.consume(t, firedAt("u", "old", t0.Add(-time.Second))) {
@@ -147,12 +151,7 @@ func TestUserOnboardedAgainAfterTheForgetIsCalled(t *testing.T) {
 // Forget waits for it, and it drops the call.
 func TestForgetAcrossACrash(t *testing.T) {
 	f := newFixture(t, Config{MaxInFlight: 1})
-	s1 := newSession()
-	f.p.Begin(s1)
-	st := f.open(t, 0, nil)
-	defer st.Close()
-	f.p.Claim(s1, claim{topic: evs})
-	f.p.Claim(s1, claim{topic: calls, high: 1 << 20})
+	s1 := f.session(t, 0, 1<<20)
 	f.p.Forget(0, "u", t0, 0)
 	if !f.consume(t, firedAt("u", "x", t0.Add(-time.Second))) || f.consume(t, firedAt("v", "y", t0.Add(time.Second))) {
 		t.Fatal("x placed or y dropped")
@@ -165,12 +164,7 @@ func TestForgetAcrossACrash(t *testing.T) {
 
 	// The process dies here: x and the Forget are consumed again, x first.
 	g := newFixture(t, Config{MaxInFlight: 1})
-	s2 := newSession()
-	g.p.Begin(s2)
-	st2 := g.open(t, 0, nil)
-	defer st2.Close()
-	g.p.Claim(s2, claim{topic: calls, high: 2})
-	g.p.Claim(s2, claim{topic: evs, high: 1}) // the Forget is still to come
+	g.session(t, 1, 2) // the Forget is still to come
 	if g.consume(t, firedAt("u", "x", t0.Add(-time.Second))) || g.consume(t, firedAt("v", "y", t0.Add(time.Second))) {
 		t.Fatal("dropped before the Forget came again")
 	}
