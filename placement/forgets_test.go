@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func (f *fixture) consume(t *testing.T, c *pb.IVRCall) (dropped bool) {
 // session starts a session of partition 0 whose claims say where
 // followup-events and ivr-calls end (their high watermarks; they start at
 // 0).
-func (f *fixture) session(t *testing.T, eventsEnd, callsEnd int64) *session {
+func (f *fixture) session(t testing.TB, eventsEnd, callsEnd int64) *session {
 	t.Helper()
 	s := newSession()
 	f.p.Begin(s)
@@ -208,5 +209,25 @@ func TestCallsWaitForTheEventsToBeConsumed(t *testing.T) {
 	idle(f.p)
 	if got := f.prov.Seen(); !slices.Equal(got, []string{"c1"}) {
 		t.Fatalf("placed %v, want c1", got)
+	}
+}
+
+// The per-call cost of the check: a counter's load while no Forget is
+// recent; a lookup (two locks) while one is.
+func BenchmarkForgotten(b *testing.B) {
+	for _, recent := range []int{0, 1, 100} {
+		b.Run(fmt.Sprintf("recent=%d", recent), func(b *testing.B) {
+			f := newFixture(b, Config{MaxInFlight: 1})
+			f.session(b, 0, 1<<40)
+			for i := range recent {
+				f.p.Forget(0, fmt.Sprint("gone", i), t0.Add(time.Hour), int64(i))
+			}
+			c := firedAt("u", "c", t0)
+			for b.Loop() {
+				if f.p.Forgotten(0, c) {
+					b.Fatal("dropped")
+				}
+			}
+		})
 	}
 }

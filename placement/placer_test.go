@@ -128,7 +128,7 @@ type fixture struct {
 	next  map[int32]int64 // the next ivr-calls offset of each partition
 }
 
-func newFixture(t *testing.T, cfg Config) *fixture {
+func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
 	f := &fixture{ans: &answers{}, prov: &provider{}, clk: clock.NewFake(t0), next: map[int32]int64{}}
 	if cfg.Provider == nil {
@@ -159,7 +159,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 }
 
 // open opens and recovers a partition of the table.
-func (f *fixture) open(t *testing.T, part int32, values map[string]*pb.DialerState) storage.Storage {
+func (f *fixture) open(t testing.TB, part int32, values map[string]*pb.DialerState) storage.Storage {
 	t.Helper()
 	st, err := f.build(table, part)
 	if err != nil {
@@ -179,7 +179,7 @@ func (f *fixture) open(t *testing.T, part int32, values map[string]*pb.DialerSta
 	return st
 }
 
-func enc(t *testing.T, st *pb.DialerState) []byte {
+func enc(t testing.TB, st *pb.DialerState) []byte {
 	t.Helper()
 	b, err := proto.Marshal(st)
 	if err != nil {
