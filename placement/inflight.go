@@ -104,14 +104,12 @@ func (p *partition) wait(j job) bool {
 	return true
 }
 
-// claimEvents takes the session's claim of followup-events; consumed the
-// followup-events record at offset. Either returns the calls that waited
-// if the partition became ready with it.
-//
-// A claim that starts at no offset of its own (the group never committed
-// followup-events: it starts from their oldest) has nothing to catch up
-// with: no earlier session of the group consumed a Forget it committed
-// nothing after.
+// claimEvents takes the session's claim of followup-events, and returns
+// the calls that waited if the partition became ready with it. A claim
+// that starts at no offset of its own (the group never committed
+// followup-events, and starts from their oldest) has nothing to catch up
+// with: no earlier session of the group lost a Forget, short of one that
+// died before its first commit.
 func (p *partition) claimEvents(claim sarama.ConsumerGroupClaim) []job {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -123,6 +121,8 @@ func (p *partition) claimEvents(claim sarama.ConsumerGroupClaim) []job {
 	return p.readyLocked()
 }
 
+// consumed tells that the followup-events record at offset was consumed,
+// and returns the calls that waited if the partition became ready with it.
 func (p *partition) consumed(offset int64) []job {
 	p.mu.Lock()
 	defer p.mu.Unlock()

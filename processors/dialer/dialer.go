@@ -55,8 +55,9 @@ import (
 // (nothing to do). Forgotten, asked of each call before Submit or Track,
 // says whether the call was fired before a Forget of its user consumed
 // already (then it is dropped). Record tells it that a status recorded
-// the call (it returns the call if the placer held it). All are called from the partitions' callbacks, concurrently across partitions; Submit may wait while the
-// placer is full, until ctx ends. StorageBuilder wraps the dialer table's
+// the call (it returns the call if the placer held it). All are called
+// from the partitions' callbacks, concurrently across partitions; Submit
+// may wait while the placer is full, until ctx ends. StorageBuilder wraps the dialer table's
 // storage so that the placer knows the partitions this process owns.
 type Placer interface {
 	Submit(ctx context.Context, partition int32, offset int64, call *pb.IVRCall) (bool, error)
