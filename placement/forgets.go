@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -30,10 +29,6 @@ import (
 //     ivr-calls is consumed up to its end as the partition's claim last
 //     saw it: the grace covers a call whose write was still under way when
 //     the Forget was written.
-
-// never is the time of a Forget that carries none: every call of its user
-// is dropped until it retires on the quiet path.
-var never = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 // forgot is one recent Forget.
 type forgot struct {
@@ -130,19 +125,15 @@ func (fs *forgets) due(now time.Time, grace time.Duration, caughtUp bool) (retir
 }
 
 // remove takes out of byUser the Forgets gone from live (called with mu
-// held, after they left live or with live about to drop them).
+// held, after they left live or with live about to drop them). An older
+// Forget of the same user still live needs no entry: whatever retired the
+// newer one (a call fired after it, or the grace on a caught-up partition)
+// says that no call fired before the older one can come either.
 func (fs *forgets) remove(gone []*forgot) []*forgot {
 	fs.recent.Add(-int64(len(gone)))
 	for _, f := range gone {
-		if fs.byUser[f.user] != f {
-			continue
-		}
-		delete(fs.byUser, f.user)
-		for _, o := range fs.live { // another Forget of the same user, still live
-			if o.user == f.user && o != f && !slices.Contains(gone, o) &&
-				(fs.byUser[f.user] == nil || !o.at.Before(fs.byUser[f.user].at)) {
-				fs.byUser[f.user] = o
-			}
+		if fs.byUser[f.user] == f {
+			delete(fs.byUser, f.user)
 		}
 	}
 	return gone

@@ -231,3 +231,32 @@ func BenchmarkForgotten(b *testing.B) {
 		})
 	}
 }
+
+// An expiry (a Forget with no time: the user had no call for the
+// scheduler's retention) drops the user's held calls but remembers
+// nothing: a mass expiry costs no memory, and its followup-events record
+// is committed as soon as the ivr-calls records consumed before it are.
+func TestExpiryRemembersNothing(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 1})
+	s := f.session(t, 0, 1<<20)
+	for i := range 1000 {
+		f.p.Forget(0, fmt.Sprint("idle", i), time.Time{}, int64(i))
+	}
+	if n := f.p.recent.Load(); n != 0 {
+		t.Fatalf("%d expiries remembered", n)
+	}
+	for o := int64(1); o <= 1000; o++ { // Goka commits each
+		f.p.Mark(s, evs, 0, o)
+	}
+	for got := s.got(evs, 0); len(got) == 0 || got[len(got)-1] != 1000; got = s.got(evs, 0) {
+		select {
+		case <-s.marked:
+		case <-time.After(10 * time.Second): // a guard, not a wait for the event
+			t.Fatalf("followup-events marked up to %v, want 1000", got)
+		}
+	}
+	if f.consume(t, firedAt("idle1", "next", t0)) {
+		t.Fatal("a call after an expiry dropped")
+	}
+	idle(f.p)
+}

@@ -414,7 +414,7 @@ func (p *Placer) Event(part int32, offset int64) {
 
 // Forget drops the calls partition part holds for user (forgotten, or
 // expired), on the followup-events record at offset, whose time (the
-// scheduler's) is at (zero: none): those not placed yet are not placed,
+// scheduler's) is at (zero: an expiry): those not placed yet are not placed,
 // and their ivr-calls records are done. The partition remembers the
 // Forget while a call of the user fired at or before at may still be
 // consumed (Forgotten, forgets.go). The record is committed once Goka
@@ -435,10 +435,12 @@ func (p *Placer) Forget(part int32, user string, at time.Time, offset int64) {
 		}
 	}
 	p.answered.forget(part, user)
-	if at.IsZero() {
-		at = never
-	}
-	if owned.forgets.add(&forgot{user: user, at: at, offset: offset, since: p.cfg.Clock.Now()}) {
+	switch {
+	case at.IsZero():
+		// An expiry: the user had no call for the scheduler's retention,
+		// so none is on its way; nothing to remember.
+		owned.commits.after(func() { owned.events.done(offset) })
+	case owned.forgets.add(&forgot{user: user, at: at, offset: offset, since: p.cfg.Clock.Now()}):
 		go p.sweep(owned)
 	}
 	p.queueWaiting(owned, owned.consumed(offset))

@@ -489,7 +489,7 @@ func TestCallWaitingForItsTokenIsNotSentAfterItsPartitionWent(t *testing.T) {
 	f := newFixture(t, Config{MaxInFlight: 2, CPS: 1, Partitions: 1})
 	st := f.open(t, 0, nil)
 	f.record(t, st, 0, call("u", "first"), call("u", "waits"))
-	f.ans.wait(1) // "first" took the saved token; "waits" waits for the next
+	f.ans.wait(1) // one took the saved token (either: two workers); the other waits for the next
 	f.clk.BlockUntil(1)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -498,7 +498,7 @@ func TestCallWaitingForItsTokenIsNotSentAfterItsPartitionWent(t *testing.T) {
 	defer st.Close()
 	f.clk.Advance(time.Second)
 	idle(f.p)
-	if got := f.prov.Seen(); !slices.Equal(got, []string{"first"}) || f.p.Stats.Skipped.Load() != 1 {
+	if got := f.prov.Seen(); len(got) != 1 || f.p.Stats.Skipped.Load() != 1 {
 		t.Fatalf("placed %v, skipped %d", got, f.p.Stats.Skipped.Load())
 	}
 }

@@ -51,8 +51,9 @@ import (
 // Every ivr-calls record goes to Submit (a call to place: false if the
 // placer holds its call id already) or Track (a record dropped), with its
 // offset, in offset order; every followup-events record to Forget (a
-// user's calls are not to be placed, with the Forget's time) or Event
-// (nothing to do). Forgotten, asked of each call before Submit or Track,
+// user's calls are not to be placed, with the Forget's time, zero for an
+// expiry) or Event (nothing to do). Forgotten, asked of each call before
+// Submit or Track,
 // says whether the call was fired before a Forget of its user consumed
 // already (then it is dropped). Record tells it that a status recorded
 // the call (it returns the call if the placer held it). All are called
@@ -298,11 +299,16 @@ func record(st *pb.DialerState, id string) *pb.DialRecord {
 	return nil
 }
 
+// unknownTime is the time of a Forget event that carries none: every call
+// of its user consumed while it is recent is dropped.
+var unknownTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // onEvent forgets a user the scheduler forgot (a Forget command) or expired
 // (retention): the user's value is deleted (a tombstone in the changelog)
 // and the placer drops the user's calls, value or not: a call still queued
-// is then not placed, nor one fired before the event (its time) that
-// ivr-calls brings later. Other events are none of the dialer's business.
+// is then not placed, nor, after a Forget, one fired before it (its time)
+// that ivr-calls brings later (an expired user had no call for the
+// scheduler's retention). Other events are none of the dialer's business.
 func (d *Dialer) onEvent(ctx goka.Context, msg any) {
 	ev, ok := msg.(*pb.ScheduleEvent)
 	switch {
@@ -313,9 +319,12 @@ func (d *Dialer) onEvent(ctx goka.Context, msg any) {
 		if ctx.Value() != nil {
 			ctx.Delete()
 		}
-		var at time.Time
-		if ev.GetAt() != nil {
-			at = ev.GetAt().AsTime()
+		var at time.Time // an expiry: no call of the user is on its way
+		if ev.GetKind() == pb.ScheduleEvent_KIND_FORGOTTEN {
+			at = unknownTime
+			if ev.GetAt() != nil {
+				at = ev.GetAt().AsTime()
+			}
 		}
 		d.cfg.Placer.Forget(ctx.Partition(), ctx.Key(), at, ctx.Offset())
 		d.Stats.Forgotten.Add(1)
