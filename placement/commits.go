@@ -136,6 +136,13 @@ func (c *commits) watermark() int64 {
 	return c.watermarkLocked()
 }
 
+// registered is one past the last offset registered (-1: none yet).
+func (c *commits) registered() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next
+}
+
 // pending is how many records are not done.
 func (c *commits) pending() int {
 	c.mu.Lock()

@@ -5,8 +5,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Records done out of order are committed in order: the watermark is the
@@ -60,17 +62,37 @@ func TestCommitsCompact(t *testing.T) {
 // session is a consumer group session that records the marks it gets.
 type session struct {
 	sarama.ConsumerGroupSession
-	mu    sync.Mutex
-	marks map[string][]int64 // "topic/partition" -> offsets marked
+	mu     sync.Mutex
+	marks  map[string][]int64 // "topic/partition" -> offsets marked
+	marked chan struct{}      // told of each mark
 }
 
-func newSession() *session { return &session{marks: map[string][]int64{}} }
+func newSession() *session {
+	return &session{marks: map[string][]int64{}, marked: make(chan struct{}, 1)}
+}
 
 func (s *session) MarkOffset(topic string, part int32, offset int64, _ string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := topic + "/" + string(rune('0'+part))
 	s.marks[k] = append(s.marks[k], offset)
+	select {
+	case s.marked <- struct{}{}:
+	default:
+	}
+}
+
+// await returns once topic's partition was marked want (marks made in
+// the background, by the placer's sweeper).
+func (s *session) await(t *testing.T, topic string, part int32, want []int64) {
+	t.Helper()
+	for !slices.Equal(s.got(topic, part), want) {
+		select {
+		case <-s.marked:
+		case <-time.After(10 * time.Second): // a guard, not a wait for the event
+			t.Fatalf("%s/%d marked %v, want %v", topic, part, s.got(topic, part), want)
+		}
+	}
 }
 
 func (s *session) got(topic string, part int32) []int64 {
@@ -117,10 +139,11 @@ func TestPlacerKeepsTheCallsCommits(t *testing.T) {
 	if got := s1.got(calls, 0); !slices.Equal(got, []int64{1}) {
 		t.Fatalf("ivr-calls marked %v, want [1] (b1 at 1 not recorded yet)", got)
 	}
-	// Events are committed in order too; a Forget only once every call
-	// before it is committed: here once b1 (1) is recorded.
+	// Events are committed in order too; a Forget only once it retired (a
+	// call fired after it is consumed: d1 below) and every call before is
+	// committed: here once b1 (1) is recorded.
 	f.p.Event(0, 20)
-	f.p.Forget(0, "c", 21) // c1 (3) dropped
+	f.p.Forget(0, "c", t0, 21) // c1 (3) dropped
 	f.p.Event(0, 22)
 	for _, o := range []int64{22, 21, 20} {
 		if f.p.Mark(s1, evs, 0, o+1) {
@@ -129,6 +152,14 @@ func TestPlacerKeepsTheCallsCommits(t *testing.T) {
 	}
 	if got := s1.got(evs, 0); !slices.Equal(got, []int64{21}) {
 		t.Fatalf("followup-events marked %v, want [21]: the Forget waits for b1", got)
+	}
+	if got := s1.got(evs, 0); !slices.Equal(got, []int64{21}) {
+		t.Fatalf("followup-events marked %v, want [21]: the Forget is recent", got)
+	}
+	d1 := call("d", "d1")
+	d1.FiredAt = timestamppb.New(t0.Add(time.Second))
+	if f.p.Forgotten(0, d1) {
+		t.Fatal("a call fired after the Forget of another user dropped")
 	}
 	f.p.Mark(s1, loop, 0, 41)
 	if got := s1.got(calls, 0); !slices.Equal(got, []int64{1, 5}) {
@@ -143,7 +174,7 @@ func TestPlacerKeepsTheCallsCommits(t *testing.T) {
 
 	// The session ends: a partition of it marks nothing any more, and the
 	// marks of the next session go to that session only.
-	f.record(t, st, 0, call("d", "d1")) // 5
+	f.record(t, st, 0, d1) // 5
 	f.p.Mark(s1, calls, 0, 6)
 	f.p.End(s1)
 	f.p.Record(0, "d", "d1", 50)

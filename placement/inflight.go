@@ -45,6 +45,12 @@ func HasInFlight(value []byte) bool {
 // a forgotten user, or one whose partition went to another owner is not
 // placed.
 //
+// A partition that comes in a session places nothing until the dialer has
+// consumed its followup-events up to where they ended when the session
+// claimed them: a Forget not committed before a crash or a rebalance is
+// consumed again before any call (the calls submitted meanwhile wait, held,
+// and the Forget drops its user's).
+//
 // Its methods are safe for concurrent use: the partition's goroutine
 // holds and releases calls, the workers read, Goka's commit callbacks mark.
 type partition struct {
@@ -52,6 +58,7 @@ type partition struct {
 	done    chan struct{}               // closed when the partition is given up
 	commits *commits                    // of ivr-calls
 	events  *commits                    // of followup-events: a Forget waits for the calls before it
+	forgets *forgets                    // the recent Forgets
 	session sarama.ConsumerGroupSession // the session commits marks on; nil: none
 
 	mu    sync.Mutex
@@ -59,6 +66,15 @@ type partition struct {
 	n     int
 	loop  map[int64][]int64 // loop offset -> ivr-calls offsets its record releases
 	gone  bool
+	// calls is the session's claim of ivr-calls (nil: not seen yet).
+	calls sarama.ConsumerGroupClaim
+	// ready: followup-events are consumed up to eventsEnd (where they ended
+	// when the session claimed them; -1: not known yet); eventsNext is one
+	// past the last one consumed. Until then the calls submitted wait.
+	ready      bool
+	eventsEnd  int64
+	eventsNext int64
+	waiting    []job
 }
 
 // held is a call the placer holds, and the offset of its ivr-calls record
@@ -68,9 +84,82 @@ type held struct {
 	offset int64
 }
 
-func newPartition(id int32, c, events *commits, session sarama.ConsumerGroupSession) *partition {
-	return &partition{id: id, done: make(chan struct{}), commits: c, events: events, session: session,
-		users: map[string]map[string]held{}, loop: map[int64][]int64{}}
+// newPartition is a partition whose calls are placed at once without a
+// session (nothing to catch up with: Goka's tester), and only once its
+// followup-events are caught up with one.
+func newPartition(id int32, c, events *commits, fs *forgets, session sarama.ConsumerGroupSession) *partition {
+	return &partition{id: id, done: make(chan struct{}), commits: c, events: events, forgets: fs, session: session,
+		users: map[string]map[string]held{}, loop: map[int64][]int64{}, ready: session == nil, eventsEnd: -1, eventsNext: -1}
+}
+
+// wait keeps j until the partition is ready; false if it is ready or given
+// up (then j is to be queued, or refused).
+func (p *partition) wait(j job) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ready || p.gone {
+		return false
+	}
+	p.waiting = append(p.waiting, j)
+	return true
+}
+
+// claimEvents takes the session's claim of followup-events, and returns
+// the calls that waited if the partition became ready with it. A claim
+// that starts at no offset of its own (the group never committed
+// followup-events, and starts from their oldest) has nothing to catch up
+// with: no earlier session of the group lost a Forget, short of one that
+// died before its first commit.
+func (p *partition) claimEvents(claim sarama.ConsumerGroupClaim) []job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.eventsEnd = claim.HighWaterMarkOffset() // read when the claim started, or later
+	if claim.InitialOffset() < 0 {
+		p.eventsEnd = 0
+	}
+	p.eventsNext = max(p.eventsNext, claim.InitialOffset())
+	return p.readyLocked()
+}
+
+// consumed tells that the followup-events record at offset was consumed,
+// and returns the calls that waited if the partition became ready with it.
+func (p *partition) consumed(offset int64) []job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.eventsNext = max(p.eventsNext, offset+1)
+	return p.readyLocked()
+}
+
+func (p *partition) readyLocked() []job {
+	if p.ready || p.gone || p.eventsEnd < 0 || (p.eventsEnd > 0 && p.eventsNext < p.eventsEnd) {
+		return nil
+	}
+	p.ready = true
+	w := p.waiting
+	p.waiting = nil
+	return w
+}
+
+// claimCalls takes the session's claim of ivr-calls.
+func (p *partition) claimCalls(claim sarama.ConsumerGroupClaim) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = claim
+}
+
+// callsCaughtUp says whether ivr-calls is consumed (its records registered)
+// up to its end as the session's claim last saw it (its high watermark:
+// read when the claim started, then by each fetch that brought records).
+// Without a session (Goka's tester) there is no claim and nothing to wait
+// for; with one, the claim is waited for.
+func (p *partition) callsCaughtUp() bool {
+	p.mu.Lock()
+	claim := p.calls
+	p.mu.Unlock()
+	if claim == nil {
+		return p.session == nil
+	}
+	return max(p.commits.registered(), claim.InitialOffset()) >= claim.HighWaterMarkOffset()
 }
 
 // hold holds a call; false if the partition holds its call id already.
@@ -157,14 +246,20 @@ func (p *partition) count() int {
 }
 
 // giveUp ends the partition: its calls are not placed here any more and
-// its commits not marked.
-func (p *partition) giveUp() {
+// its commits not marked, its recent Forgets are forgotten (those not
+// committed are consumed again by its next owner). It returns the calls
+// that waited for the partition to be ready.
+func (p *partition) giveUp() []job {
 	p.commits.unbind()
 	p.events.unbind()
+	p.forgets.close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.gone {
 		p.gone = true
 		close(p.done)
 	}
+	w := p.waiting
+	p.waiting = nil
+	return w
 }

@@ -76,6 +76,11 @@ type Config struct {
 	// stops; a call cut off stays uncommitted in ivr-calls and is placed
 	// again at the next start.
 	Drain time.Duration
+	// ForgetGrace is how long a partition whose ivr-calls are consumed to
+	// their end still drops the calls fired before a Forget it consumed
+	// (forgets.go): the longest a call's write may still be under way when
+	// the scheduler's Forget event is written. Default 1 minute.
+	ForgetGrace time.Duration
 	// Latency, if set, observes each provider request's duration in
 	// seconds, answered or not; RateWait, if set, how long each request
 	// waited for its token of the calls-per-second bucket (only with a
@@ -111,6 +116,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Drain <= 0 {
 		c.Drain = c.CallTimeout
+	}
+	if c.ForgetGrace <= 0 {
+		c.ForgetGrace = time.Minute
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -162,13 +170,17 @@ type Placer struct {
 	// answered holds the calls answered and not recorded yet, across
 	// sessions.
 	answered answered
+	// recent counts the recent Forgets of the owned partitions: while it
+	// is 0, a call is not looked up (forgets.go).
+	recent atomic.Int64
 
 	mu      sync.Mutex
 	owned   map[int32]*partition
-	session sarama.ConsumerGroupSession // the live session (CommitKeeper); nil: none
-	busy    map[string]chan struct{}    // user and call ids a worker is placing; closed when done
-	active  int                         // queued or being placed
-	idle    chan struct{}               // closed when active drops to 0
+	session sarama.ConsumerGroupSession           // the live session (CommitKeeper); nil: none
+	claims  map[int32][]sarama.ConsumerGroupClaim // the live session's claims, by partition
+	busy    map[string]chan struct{}              // user and call ids a worker is placing; closed when done
+	active  int                                   // queued or being placed
+	idle    chan struct{}                         // closed when active drops to 0
 	jitter  func() float64
 }
 
@@ -209,7 +221,7 @@ func (p *Placer) own(part *partition) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old := p.owned[part.id]; old != nil {
-		old.giveUp()
+		p.unqueueLocked(old.giveUp())
 	}
 	p.owned[part.id] = part
 	if part.session != p.session { // the session ended while the partition came
@@ -220,13 +232,23 @@ func (p *Placer) own(part *partition) {
 
 // disown gives part up: its calls still queued are skipped.
 func (p *Placer) disown(part *partition) {
-	part.giveUp()
+	waiting := part.giveUp()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.owned[part.id] == part {
 		delete(p.owned, part.id)
 	}
 	p.share()
+	p.unqueueLocked(waiting)
+}
+
+// unqueueLocked ends the calls that waited for a partition given up (they
+// stay uncommitted in ivr-calls for its next owner). Called with mu held.
+func (p *Placer) unqueueLocked(jobs []job) {
+	for range jobs {
+		p.Stats.Queued.Add(-1)
+		p.endLocked()
+	}
 }
 
 // share sets the bucket's rate to this process's share. Called with mu held.
@@ -279,6 +301,10 @@ func (p *Placer) begin(n int) {
 func (p *Placer) end() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.endLocked()
+}
+
+func (p *Placer) endLocked() {
 	if p.active--; p.active == 0 {
 		close(p.idle)
 		p.idle = make(chan struct{})
@@ -317,7 +343,8 @@ func (p *Placer) Track(part int32, offset int64) {
 // Submit waits while the queue is full (holding the partition's callback
 // back) until ctx ends or the partition is given up; the call stays
 // uncommitted in ivr-calls then, and is placed by the partition's next
-// owner.
+// owner. Until the partition's followup-events are caught up (inflight.go)
+// the call waits, held, without holding the callback back.
 func (p *Placer) Submit(ctx context.Context, part int32, offset int64, call *pb.IVRCall) (bool, error) {
 	owned := p.partition(part)
 	if owned == nil {
@@ -329,7 +356,30 @@ func (p *Placer) Submit(ctx context.Context, part int32, offset int64, call *pb.
 	}
 	owned.commits.add(offset, 2)
 	p.begin(1)
-	return true, p.enqueue(ctx, job{part: owned, call: call})
+	j := job{part: owned, call: call}
+	if owned.wait(j) {
+		return true, nil
+	}
+	return true, p.enqueue(ctx, j)
+}
+
+// queueWaiting queues, in the background, the calls that waited for their
+// partition to be ready.
+func (p *Placer) queueWaiting(part *partition, jobs []job) {
+	if len(jobs) == 0 {
+		return
+	}
+	go func() {
+		for i, j := range jobs {
+			if p.enqueue(context.Background(), j) != nil {
+				for range jobs[i+1:] { // given up
+					p.Stats.Queued.Add(-1)
+					p.end()
+				}
+				return
+			}
+		}
+	}()
 }
 
 // Record tells the placer that the loop record at loopOffset records a
@@ -358,17 +408,22 @@ func (p *Placer) Record(part int32, user, callID string, loopOffset int64) *pb.I
 func (p *Placer) Event(part int32, offset int64) {
 	if owned := p.partition(part); owned != nil {
 		owned.events.add(offset, 1)
+		p.queueWaiting(owned, owned.consumed(offset))
 	}
 }
 
 // Forget drops the calls partition part holds for user (forgotten, or
-// expired), on the followup-events record at offset: those not placed yet
-// are not placed, and their ivr-calls records are done. The record is
-// committed once Goka commits it and every ivr-calls record consumed
-// before it is committed: after a crash, a call of the user that was not
-// committed is consumed again only with the Forget. Called on the
-// partition's goroutine.
-func (p *Placer) Forget(part int32, user string, offset int64) {
+// expired), on the followup-events record at offset, whose time (the
+// scheduler's) is at (zero: an expiry): those not placed yet are not placed,
+// and their ivr-calls records are done. The partition remembers the
+// Forget while a call of the user fired at or before at may still be
+// consumed (Forgotten, forgets.go). The record is committed once Goka
+// commits it and, the Forget retired, every ivr-calls record consumed
+// before that is committed: after a crash, a call of the user that was
+// not committed is consumed again only with the Forget, which a restarted
+// partition consumes before it places a call. Called on the partition's
+// goroutine.
+func (p *Placer) Forget(part int32, user string, at time.Time, offset int64) {
 	owned := p.partition(part)
 	if owned == nil {
 		return
@@ -380,7 +435,64 @@ func (p *Placer) Forget(part int32, user string, offset int64) {
 		}
 	}
 	p.answered.forget(part, user)
-	owned.commits.after(func() { owned.events.done(offset) })
+	switch {
+	case at.IsZero():
+		// An expiry: the user had no call for the scheduler's retention,
+		// so none is on its way; nothing to remember.
+		owned.commits.after(func() { owned.events.done(offset) })
+	case owned.forgets.add(&forgot{user: user, at: at, offset: offset, since: p.cfg.Clock.Now()}):
+		go p.sweep(owned)
+	}
+	p.queueWaiting(owned, owned.consumed(offset))
+}
+
+// Forgotten reports whether call, consumed from ivr-calls of partition
+// part, was fired at or before a recent Forget of its user (or carries no
+// time while one is recent): the dialer drops it then (Track). A call
+// fired after a recent Forget retires it. Called on the partition's
+// goroutine before the call's record is registered (Submit or Track); a
+// load of a counter while no Forget is recent.
+func (p *Placer) Forgotten(part int32, call *pb.IVRCall) bool {
+	if p.recent.Load() == 0 {
+		return false
+	}
+	owned := p.partition(part)
+	if owned == nil {
+		return false
+	}
+	drop, retired := owned.forgets.check(call.GetUserId(), call.GetFiredAt())
+	p.retire(owned, retired)
+	return drop
+}
+
+// retire lets the followup-events records of Forgets that can no longer
+// drop a call be committed, once every ivr-calls record registered so far
+// is: those dropped for them included.
+func (p *Placer) retire(part *partition, fs []*forgot) {
+	for _, f := range fs {
+		offset := f.offset
+		part.commits.after(func() { part.events.done(offset) })
+	}
+}
+
+// sweep retires the partition's recent Forgets on a quiet partition:
+// ForgetGrace after each was consumed, once ivr-calls is caught up. It
+// runs while the partition has recent Forgets.
+func (p *Placer) sweep(part *partition) {
+	poll := min(time.Second, p.cfg.ForgetGrace)
+	for {
+		select {
+		case <-p.cfg.Clock.After(poll):
+		case <-part.done:
+			part.forgets.due(time.Time{}, 0, false) // stops the sweeping
+			return
+		}
+		retired, more := part.forgets.due(p.cfg.Clock.Now(), p.cfg.ForgetGrace, part.callsCaughtUp())
+		p.retire(part, retired)
+		if !more {
+			return
+		}
+	}
 }
 
 func (p *Placer) partition(part int32) *partition {

@@ -65,6 +65,7 @@ func (s *tracked) MarkRecovered() error {
 	part := s.p.newPartition(s.id)
 	s.part.Store(part)
 	s.p.own(part)
+	s.p.claimed(part)
 	s.p.cfg.Logger.Info("dialer partition owned", "partition", s.id, "calls_in_flight", len(calls),
 		"values_read", scanned, "took", time.Since(start).Round(time.Millisecond))
 	if len(calls) > 0 {

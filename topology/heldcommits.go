@@ -24,6 +24,14 @@ type CommitKeeper interface {
 	End(sess sarama.ConsumerGroupSession)
 }
 
+// ClaimWatcher is a CommitKeeper that is also told of each claim of a
+// session (the partition of one topic it consumes: where it starts, and
+// the partition's end as last seen) before Goka consumes it. Claim is
+// called concurrently from the claims' goroutines.
+type ClaimWatcher interface {
+	Claim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim)
+}
+
 // HoldCommits wraps cg so that the sessions Goka gets hand their marks to
 // keeper. Other groups' sessions and everything else of a session are
 // untouched.
@@ -52,6 +60,9 @@ func (h heldHandler) Setup(s sarama.ConsumerGroupSession) error {
 }
 
 func (h heldHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	if w, ok := h.keeper.(ClaimWatcher); ok {
+		w.Claim(s, c)
+	}
 	return h.h.ConsumeClaim(heldSession{ConsumerGroupSession: s, keeper: h.keeper}, c)
 }
 

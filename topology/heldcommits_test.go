@@ -87,3 +87,25 @@ func TestHoldCommits(t *testing.T) {
 		t.Fatalf("keeper told %v, want %v", k.log, want)
 	}
 }
+
+// watcher is a keeper that is told of the claims too.
+type watcher struct{ keeper }
+
+func (w *watcher) Claim(s sarama.ConsumerGroupSession, _ sarama.ConsumerGroupClaim) {
+	if _, inner := s.(*markSession); !inner {
+		panic("the watcher got Goka's session, not Sarama's")
+	}
+	w.log = append(w.log, "claim")
+}
+
+// A keeper that watches claims hears of each with Sarama's session, before
+// Goka consumes it.
+func TestHoldCommitsTellsOfClaims(t *testing.T) {
+	w := &watcher{}
+	if err := HoldCommits(oneSession{sess: &markSession{}}, w).Consume(context.Background(), nil, gokaHandler{t}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"begin", "calls@1", "loop@2", "claim", "calls@3", "events@5", "calls@5", "end"}; !slices.Equal(w.log, want) {
+		t.Fatalf("keeper told %v, want %v", w.log, want)
+	}
+}

@@ -127,13 +127,13 @@ func logDialer(ctx context.Context, d *dialer.Dialer, pl *placement.Placer, cbs 
 			refused += c.Rejected.Load()
 		}
 		now := []int64{s.Accepted.Load(), s.Duplicates.Load(), p.Requests.Load(), s.Placed.Load(), s.Failed.Load(), p.TooMany.Load(),
-			p.ServerErrors.Load(), s.Finals.Load(), accepted, refused, s.Forgotten.Load(), s.Reported.Load()}
+			p.ServerErrors.Load(), s.Finals.Load(), accepted, refused, s.Forgotten.Load(), s.Reported.Load(), s.FiredBeforeForget.Load()}
 		if fmt.Sprint(now) == fmt.Sprint(last) {
 			continue
 		}
 		last = now
 		log.Info("dialer", "calls", now[0], "duplicates", now[1], "requests", now[2], "placed", now[3], "failed", now[4],
 			"answered_429", now[5], "answered_5xx", now[6], "finals", now[7], "callbacks", now[8], "callbacks_refused", now[9],
-			"forgotten", now[10], "outcomes_to_scheduler", now[11], "queued", p.Queued.Load(), "placing", p.Placing.Load(), "cps", pl.Rate())
+			"forgotten", now[10], "outcomes_to_scheduler", now[11], "fired_before_forget", now[12], "queued", p.Queued.Load(), "placing", p.Placing.Load(), "cps", pl.Rate())
 	}
 }

@@ -118,6 +118,7 @@ func TestMetricsAfterRun(t *testing.T) {
 		t.Errorf("ivrsched_dead_letters_total has %d series, want every reason of both roles (%d)", n, 2*len(deadletter.Reasons()))
 	}
 	m.expect(t, "ivrsched_dialer_calls_total", nil, soon)
+	m.expect(t, "ivrsched_dialer_calls_forgotten_total", nil, 0)
 	m.expect(t, "ivrsched_dialer_outcomes_total", map[string]string{"outcome": "placed"}, soon)
 	m.expect(t, "ivrsched_dialer_outcomes_total", nil, soon)
 	m.expect(t, "ivrsched_provider_requests_total", nil, soon)

@@ -21,6 +21,7 @@ func Dialer(d *dialer.Dialer, pl *placement.Placer) prometheus.Collector {
 	cs := []counter{
 		{newDesc("dialer_calls_total", help("Calls the dialer took from ivr-calls and recorded in flight"), nil), ds.Accepted.Load},
 		{newDesc("dialer_duplicate_calls_total", help("Calls dropped because their call id was in flight or placed already"), nil), ds.Duplicates.Load},
+		{newDesc("dialer_calls_forgotten_total", help("Calls dropped because the scheduler fired them before their user's Forget, consumed first"), nil), ds.FiredBeforeForget.Load},
 		{newDesc("dialer_calls_failed_total", help("Calls whose placement failed for good (refused, or the --call-deadline passed)"), nil), ps.Failed.Load},
 		{newDesc("provider_requests_total", help("Requests sent to the call provider, retries included"), nil), ps.Requests.Load},
 		{newDesc("provider_throttled_total", help("Provider requests answered 429 (retried)"), nil), ps.TooMany.Load},

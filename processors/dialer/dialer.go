@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
@@ -50,17 +51,22 @@ import (
 // Every ivr-calls record goes to Submit (a call to place: false if the
 // placer holds its call id already) or Track (a record dropped), with its
 // offset, in offset order; every followup-events record to Forget (a
-// user's calls are not to be placed) or Event (nothing to do). Record
-// tells it that a status recorded the call (it returns the call if the
-// placer held it). All are called from the partitions' callbacks, concurrently across partitions; Submit may wait while the
-// placer is full, until ctx ends. StorageBuilder wraps the dialer table's
+// user's calls are not to be placed, with the Forget's time, zero for an
+// expiry) or Event (nothing to do). Forgotten, asked of each call before
+// Submit or Track,
+// says whether the call was fired before a Forget of its user consumed
+// already (then it is dropped). Record tells it that a status recorded
+// the call (it returns the call if the placer held it). All are called
+// from the partitions' callbacks, concurrently across partitions; Submit
+// may wait while the placer is full, until ctx ends. StorageBuilder wraps the dialer table's
 // storage so that the placer knows the partitions this process owns.
 type Placer interface {
 	Submit(ctx context.Context, partition int32, offset int64, call *pb.IVRCall) (bool, error)
 	Track(partition int32, offset int64)
 	Record(partition int32, user, callID string, loopOffset int64) *pb.IVRCall
 	Event(partition int32, offset int64)
-	Forget(partition int32, user string, offset int64)
+	Forget(partition int32, user string, at time.Time, offset int64)
+	Forgotten(partition int32, call *pb.IVRCall) bool
 	StorageBuilder(inner storage.Builder) storage.Builder
 }
 
@@ -140,6 +146,10 @@ type Stats struct {
 	// Finals published; Forgotten users erased; Reported final outcomes
 	// sent to the scheduler for its retry rules.
 	Finals, Forgotten, Reported atomic.Int64
+	// FiredBeforeForget: calls consumed after their user's Forget that the
+	// scheduler fired before it (ivr-calls lagging behind followup-events):
+	// dropped, not placed.
+	FiredBeforeForget atomic.Int64
 	// finals counts the finals published by outcome (Outcome reads it).
 	finals [outcomes]atomic.Int64
 }
@@ -231,15 +241,20 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 		d.dlq.Send(ctx, deadletter.ReasonMissingCallID, "an IVRCall needs a call id", b)
 		return
 	}
+	if call.GetUserId() == "" {
+		call.UserId = ctx.Key()
+	}
+	if d.cfg.Placer.Forgotten(part, call) {
+		d.cfg.Placer.Track(part, offset)
+		d.Stats.FiredBeforeForget.Add(1)
+		return
+	}
 	// Nothing is written: a call in flight is an ivr-calls record not
 	// committed yet, and the placer holds it.
 	if st, _ := ctx.Value().(*pb.DialerState); inFlight(st, call.GetCallId()) >= 0 || record(st, call.GetCallId()) != nil {
 		d.cfg.Placer.Track(part, offset)
 		d.Stats.Duplicates.Add(1)
 		return
-	}
-	if call.GetUserId() == "" {
-		call.UserId = ctx.Key()
 	}
 	accepted, err := d.cfg.Placer.Submit(ctx.Context(), part, offset, call)
 	switch {
@@ -284,10 +299,16 @@ func record(st *pb.DialerState, id string) *pb.DialRecord {
 	return nil
 }
 
+// unknownTime is the time of a Forget event that carries none: every call
+// of its user consumed while it is recent is dropped.
+var unknownTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // onEvent forgets a user the scheduler forgot (a Forget command) or expired
 // (retention): the user's value is deleted (a tombstone in the changelog)
 // and the placer drops the user's calls, value or not: a call still queued
-// is then not placed. Other events are none of the dialer's business.
+// is then not placed, nor, after a Forget, one fired before it (its time)
+// that ivr-calls brings later (an expired user had no call for the
+// scheduler's retention). Other events are none of the dialer's business.
 func (d *Dialer) onEvent(ctx goka.Context, msg any) {
 	ev, ok := msg.(*pb.ScheduleEvent)
 	switch {
@@ -298,7 +319,14 @@ func (d *Dialer) onEvent(ctx goka.Context, msg any) {
 		if ctx.Value() != nil {
 			ctx.Delete()
 		}
-		d.cfg.Placer.Forget(ctx.Partition(), ctx.Key(), ctx.Offset())
+		var at time.Time // an expiry: no call of the user is on its way
+		if ev.GetKind() == pb.ScheduleEvent_KIND_FORGOTTEN {
+			at = unknownTime
+			if ev.GetAt() != nil {
+				at = ev.GetAt().AsTime()
+			}
+		}
+		d.cfg.Placer.Forget(ctx.Partition(), ctx.Key(), at, ctx.Offset())
 		d.Stats.Forgotten.Add(1)
 	default:
 		d.cfg.Placer.Event(ctx.Partition(), ctx.Offset())

@@ -401,3 +401,47 @@ func TestCallsInFlightOfOlderValues(t *testing.T) {
 		t.Fatalf("value %v, duplicates %d", st, h.d.Stats.Duplicates.Load())
 	}
 }
+
+// The two input topics of a partition are consumed side by side: a call the
+// scheduler fired before its user's Forget may reach the dialer after the
+// Forget (ivr-calls lagging). It is not placed: it was fired before the
+// Forget (fired_at against the event's time), and is dropped and counted.
+func TestCallFiredBeforeTheForgetIsNotPlacedAfterIt(t *testing.T) {
+	rec := &recorder{}
+	h := setup(t, rec, 1)
+	fired := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	late := call("u1", "x")
+	late.FiredAt = timestamppb.New(fired)
+	h.tt.Consume(string(h.topics.Events), "u1", &pb.ScheduleEvent{UserId: "u1", Kind: pb.ScheduleEvent_KIND_FORGOTTEN,
+		At: timestamppb.New(fired.Add(time.Millisecond))})
+	h.tt.Consume(string(h.topics.Calls), "u1", late)
+	h.call("u2", "other") // another user's call: placed
+	h.idle()
+	if got := rec.seen(); !slices.Equal(got, []string{"other"}) {
+		t.Fatalf("placed %v: the call fired before u1's Forget was placed after it", got)
+	}
+	if h.state("u1") != nil || h.d.Stats.FiredBeforeForget.Load() != 1 || h.d.Stats.Accepted.Load() != 1 {
+		t.Fatalf("u1's value %v after the Forget, %d dropped as fired before it, %d accepted",
+			h.state("u1"), h.d.Stats.FiredBeforeForget.Load(), h.d.Stats.Accepted.Load())
+	}
+}
+
+// A user onboarded again after the Forget is called: the calls fired after
+// the Forget are placed, those fired before it are not.
+func TestUserOnboardedAgainAfterTheForgetIsCalled(t *testing.T) {
+	rec := &recorder{}
+	h := setup(t, rec, 1)
+	forgot := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	h.tt.Consume(string(h.topics.Events), "u1", &pb.ScheduleEvent{UserId: "u1", Kind: pb.ScheduleEvent_KIND_FORGOTTEN, At: timestamppb.New(forgot)})
+	old, again := call("u1", "old"), call("u1", "again")
+	old.FiredAt, again.FiredAt = timestamppb.New(forgot.Add(-time.Second)), timestamppb.New(forgot.Add(time.Second))
+	h.tt.Consume(string(h.topics.Calls), "u1", old)
+	h.tt.Consume(string(h.topics.Calls), "u1", again)
+	h.idle()
+	if got := rec.seen(); !slices.Equal(got, []string{"again"}) || h.d.Stats.FiredBeforeForget.Load() != 1 {
+		t.Fatalf("placed %v, %d dropped: want the call fired after the Forget only", got, h.d.Stats.FiredBeforeForget.Load())
+	}
+	if st := h.state("u1"); len(st.GetCalls()) != 1 || st.GetCalls()[0].GetCallId() != "again" {
+		t.Fatalf("u1's value %v", st)
+	}
+}
