@@ -24,6 +24,11 @@ type Workload struct {
 	// may take; a follow-up not fired by then counts as lost.
 	CrashWait time.Duration
 	Seed      uint64
+	// Prefire follow-ups are fired before each steady phase, over 2 s from 3 s
+	// after their scheduling, and left out of its figures: the first fires
+	// on a system's fresh topics (its producers' first metadata, the
+	// broker's first appends) are then not counted as steady. 0: none.
+	Prefire int
 }
 
 // Phase is the figures of one phase of one system.
@@ -123,6 +128,8 @@ type Result struct {
 	Floor bool `json:"floor,omitempty"`
 	// Repetition is the 1-based repetition of the phases this result is of.
 	Repetition int `json:"repetition,omitempty"`
+	// Prefire is what the first fires before the steady phase measured (Workload.Prefire), if any.
+	Prefire *Phase `json:"prefire,omitempty"`
 }
 
 // Subject is a system with the backend it uses.
@@ -154,6 +161,11 @@ func Run(ctx context.Context, s Subject, env Env, w Workload) Result {
 	obs := watch(octx, s.System, log)
 
 	rng := rand.New(rand.NewPCG(w.Seed, 1))
+	pre, err := prefire(ctx, s, obs, w, rng, log)
+	if err != nil {
+		return fail(err)
+	}
+	res.Prefire = pre
 	log.Info("steady phase", "n", w.N, "window", w.Window)
 	steady, err := runPhase(ctx, s, obs, w, tasks(rng, "s", w, w.Window), log)
 	if err != nil {
@@ -515,4 +527,21 @@ func (o *observer) span(ts []Task) (first, last time.Time, n int) {
 		}
 	}
 	return first, last, n
+}
+
+// prefire fires w.Prefire follow-ups before a steady phase and returns what
+// they measured (nil when w.Prefire is 0).
+func prefire(ctx context.Context, s Subject, obs *watcher, w Workload, rng *rand.Rand, log interface{ Info(string, ...any) }) (*Phase, error) {
+	if w.Prefire <= 0 {
+		return nil, nil
+	}
+	ww := w
+	ww.N, ww.Users, ww.Window, ww.Lead = w.Prefire, max(w.Prefire/2, 1), 2*time.Second, 3*time.Second
+	log.Info("first fires", "n", ww.N)
+	p, err := runPhase(ctx, s, obs, ww, tasks(rng, "w", ww, ww.Window), log)
+	if err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	p.Sample, p.Timeline = nil, nil
+	return p, nil
 }

@@ -26,11 +26,13 @@ type ScaleResult struct {
 	Repetition int    `json:"repetition"`
 	// The floor's steady p99 of a run just before this one (0: none).
 	FloorSteadyP99Ms float64 `json:"floor_steady_p99_ms,omitempty"`
-	Pending          int     `json:"pending"`
-	IngestPerSec     float64 `json:"ingest_per_sec"`  // accepted by the broker
-	AppliedPerSec    float64 `json:"applied_per_sec"` // taken into the system's state
-	RSSBytes         int64   `json:"rss_bytes"`
-	RSSPerPending    float64 `json:"rss_bytes_per_pending"`
+	// Prefire is what the first fires before the steady phase measured (Workload.Prefire), if any.
+	Prefire       *Phase  `json:"prefire,omitempty"`
+	Pending       int     `json:"pending"`
+	IngestPerSec  float64 `json:"ingest_per_sec"`  // accepted by the broker
+	AppliedPerSec float64 `json:"applied_per_sec"` // taken into the system's state
+	RSSBytes      int64   `json:"rss_bytes"`
+	RSSPerPending float64 `json:"rss_bytes_per_pending"`
 	// The heap after a garbage collection, with everything pending.
 	LiveHeapBytes      int64   `json:"live_heap_bytes"`
 	LiveHeapPerPending float64 `json:"live_heap_bytes_per_pending"`
@@ -101,6 +103,9 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 	res.BrokerBytes = after.Sub(before).Bytes
 	log.Info("pending applied", "rss_mb", res.RSSBytes>>20, "live_heap_mb", res.LiveHeapBytes>>20, "disk_mb", res.DiskBytes>>20, "applied_per_s", int(res.AppliedPerSec))
 
+	if res.Prefire, err = prefire(ctx, Subject{System: s, Backend: b}, obs, w, rng, log); err != nil {
+		return fail(err)
+	}
 	steady, err := runPhase(ctx, Subject{System: s, Backend: b}, obs, w, tasks(rng, "ps", w, w.Window), log)
 	if err != nil {
 		return fail(fmt.Errorf("steady with pending: %w", err))

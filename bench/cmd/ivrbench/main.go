@@ -36,6 +36,7 @@ type settings struct {
 	brokerConf, brokerJVM          string
 	warmup                         time.Duration
 	scale                          int
+	prefire                        int
 	seed                           uint64
 	dialer                         int
 	dialerLatencies, dialerArgs    string
@@ -82,6 +83,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.brokerConf, "broker", "production", "configuration of the Kafka broker this benchmark starts: production (heap, collector and log segments of a production broker of this size, see brokerProfiles) or test (the test suite's: a small heap, the serial collector, 1 MiB segments)")
 	fs.StringVar(&s.brokerJVM, "broker-jvm", "", "more JVM flags of the Kafka broker this benchmark starts, after the others (e.g. \"-Xlog:gc:file=gc.log\")")
 	fs.DurationVar(&s.warmup, "warmup", 10*time.Second, "load Kafka for this long before the first system, so the broker's JIT is done (0: no warm-up)")
+	fs.IntVar(&s.prefire, "prefire", 0, "fire this many follow-ups (over 2 s, 3 s after scheduling them) before each steady phase, every system alike, and leave them out of its figures: the first fires on a system's fresh topics are not steady (0: none; their lateness goes in results.json as prefire)")
 	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka, -repeat times, each after a run of kafka-floor when it is among -systems (0: skip)")
 	fs.IntVar(&s.dialer, "dialer", 0, "also run the dialer phase with this many calls per provider latency (0: skip)")
 	fs.StringVar(&s.dialerLatencies, "dialer-latencies", "0ms,50ms,300ms", "dialer phase: the provider's latencies, one run each")
@@ -98,6 +100,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.ivrschedFlags, "ivrsched-flags", "", "side-by-side and scale phases: more flags of ivrsched's scheduler (the single process of ivrsched-kafka), e.g. \"--log-level info\" with -logs")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if s.prefire < 0 {
+		return badFlag{fmt.Errorf("-prefire %d: want a count >= 0", s.prefire)}
 	}
 	if s.repeat < 1 {
 		return badFlag{fmt.Errorf("-repeat %d: want 1 or more", s.repeat)}
@@ -190,7 +195,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		redis = harness.RedisBackend{Addr: addr, Pid: pid}
 	}
 
-	w := harness.Workload{N: s.n, Burst: s.burst, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed}
+	w := harness.Workload{N: s.n, Burst: s.burst, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed, Prefire: s.prefire}
 	var results []harness.Result
 	for rep := range s.repeat {
 		// Rotated, so that no system always runs first after the warm-up
