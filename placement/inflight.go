@@ -2,6 +2,7 @@ package placement
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -71,7 +72,7 @@ type partition struct {
 	// ready: followup-events are consumed up to eventsEnd (where they ended
 	// when the session claimed them; -1: not known yet); eventsNext is one
 	// past the last one consumed. Until then the calls submitted wait.
-	ready      bool
+	ready      atomic.Bool // set once, under mu; read without it on every call
 	eventsEnd  int64
 	eventsNext int64
 	waiting    []job
@@ -88,16 +89,21 @@ type held struct {
 // session (nothing to catch up with: Goka's tester), and only once its
 // followup-events are caught up with one.
 func newPartition(id int32, c, events *commits, fs *forgets, session sarama.ConsumerGroupSession) *partition {
-	return &partition{id: id, done: make(chan struct{}), commits: c, events: events, forgets: fs, session: session,
-		users: map[string]map[string]held{}, loop: map[int64][]int64{}, ready: session == nil, eventsEnd: -1, eventsNext: -1}
+	p := &partition{id: id, done: make(chan struct{}), commits: c, events: events, forgets: fs, session: session,
+		users: map[string]map[string]held{}, loop: map[int64][]int64{}, eventsEnd: -1, eventsNext: -1}
+	p.ready.Store(session == nil)
+	return p
 }
 
 // wait keeps j until the partition is ready; false if it is ready or given
 // up (then j is to be queued, or refused).
 func (p *partition) wait(j job) bool {
+	if p.ready.Load() {
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ready || p.gone {
+	if p.ready.Load() || p.gone {
 		return false
 	}
 	p.waiting = append(p.waiting, j)
@@ -124,6 +130,9 @@ func (p *partition) claimEvents(claim sarama.ConsumerGroupClaim) []job {
 // consumed tells that the followup-events record at offset was consumed,
 // and returns the calls that waited if the partition became ready with it.
 func (p *partition) consumed(offset int64) []job {
+	if p.ready.Load() {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.eventsNext = max(p.eventsNext, offset+1)
@@ -131,10 +140,10 @@ func (p *partition) consumed(offset int64) []job {
 }
 
 func (p *partition) readyLocked() []job {
-	if p.ready || p.gone || p.eventsEnd < 0 || (p.eventsEnd > 0 && p.eventsNext < p.eventsEnd) {
+	if p.ready.Load() || p.gone || p.eventsEnd < 0 || (p.eventsEnd > 0 && p.eventsNext < p.eventsEnd) {
 		return nil
 	}
-	p.ready = true
+	p.ready.Store(true)
 	w := p.waiting
 	p.waiting = nil
 	return w
