@@ -150,10 +150,3 @@ func (fs *forgets) close() {
 		fs.live, fs.byUser = nil, map[string]*forgot{}
 	}
 }
-
-// count is how many Forgets are live.
-func (fs *forgets) count() int {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return len(fs.live)
-}
