@@ -540,7 +540,7 @@ func prefire(ctx context.Context, s Subject, obs *watcher, w Workload, rng *rand
 	log.Info("first fires", "n", ww.N)
 	p, err := runPhase(ctx, s, obs, ww, tasks(rng, "w", ww, ww.Window), log)
 	if err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
+		return nil, fmt.Errorf("first fires: %w", err)
 	}
 	p.Sample, p.Timeline = nil, nil
 	return p, nil
