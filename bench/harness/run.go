@@ -29,6 +29,11 @@ type Workload struct {
 	// on a system's fresh topics (its producers' first metadata, the
 	// broker's first appends) are then not counted as steady. 0: none.
 	Prefire int
+	// PrefireRestart: after the first fires, each system that can crash is
+	// killed (SIGKILL) and started again on its topics, and as many
+	// follow-ups are fired once more (Result.AfterRestart): whether a
+	// restart pays the first fires' cost again. Needs Prefire.
+	PrefireRestart bool
 }
 
 // Phase is the figures of one phase of one system.
@@ -130,6 +135,9 @@ type Result struct {
 	Repetition int `json:"repetition,omitempty"`
 	// Prefire is what the first fires before the steady phase measured (Workload.Prefire), if any.
 	Prefire *Phase `json:"prefire,omitempty"`
+	// AfterRestart is what as many first fires measured after a kill -9
+	// and restart following them (Workload.PrefireRestart), if any.
+	AfterRestart *Phase `json:"after_restart,omitempty"`
 }
 
 // Subject is a system with the backend it uses.
@@ -161,11 +169,16 @@ func Run(ctx context.Context, s Subject, env Env, w Workload) Result {
 	obs := watch(octx, s.System, log)
 
 	rng := rand.New(rand.NewPCG(w.Seed, 1))
-	pre, err := prefire(ctx, s, obs, w, rng, log)
+	pre, err := prefire(ctx, s, obs, w, rng, "w", log)
 	if err != nil {
 		return fail(err)
 	}
 	res.Prefire = pre
+	if pre != nil && w.PrefireRestart && !res.Floor {
+		if res.AfterRestart, err = refire(ctx, s, obs, w, rng, log); err != nil {
+			return fail(err)
+		}
+	}
 	log.Info("steady phase", "n", w.N, "window", w.Window)
 	steady, err := runPhase(ctx, s, obs, w, tasks(rng, "s", w, w.Window), log)
 	if err != nil {
@@ -529,19 +542,37 @@ func (o *observer) span(ts []Task) (first, last time.Time, n int) {
 	return first, last, n
 }
 
-// prefire fires w.Prefire follow-ups before a steady phase and returns what
-// they measured (nil when w.Prefire is 0).
-func prefire(ctx context.Context, s Subject, obs *watcher, w Workload, rng *rand.Rand, log interface{ Info(string, ...any) }) (*Phase, error) {
+// prefire fires w.Prefire follow-ups before a steady phase (their ids
+// start with phase) and returns what they measured (nil when w.Prefire is
+// 0).
+func prefire(ctx context.Context, s Subject, obs *watcher, w Workload, rng *rand.Rand, phase string, log interface{ Info(string, ...any) }) (*Phase, error) {
 	if w.Prefire <= 0 {
 		return nil, nil
 	}
 	ww := w
 	ww.N, ww.Users, ww.Window, ww.Lead = w.Prefire, max(w.Prefire/2, 1), 2*time.Second, 3*time.Second
 	log.Info("first fires", "n", ww.N)
-	p, err := runPhase(ctx, s, obs, ww, tasks(rng, "w", ww, ww.Window), log)
+	p, err := runPhase(ctx, s, obs, ww, tasks(rng, phase, ww, ww.Window), log)
 	if err != nil {
 		return nil, fmt.Errorf("first fires: %w", err)
 	}
 	p.Sample, p.Timeline = nil, nil
+	return p, nil
+}
+
+// refire kills s (SIGKILL), starts it again on the same topics and fires
+// w.Prefire follow-ups once more (their lead, 3 s, covers the restart).
+func refire(ctx context.Context, s Subject, obs *watcher, w Workload, rng *rand.Rand, log interface{ Info(string, ...any) }) (*Phase, error) {
+	log.Info("kill -9 and restart before the steady phase")
+	if err := s.System.Crash(); err != nil {
+		return nil, fmt.Errorf("kill before the steady phase: %w", err)
+	}
+	if err := s.System.Recover(ctx); err != nil {
+		return nil, fmt.Errorf("restart before the steady phase: %w", err)
+	}
+	p, err := prefire(ctx, s, obs, w, rng, "r", log)
+	if err != nil {
+		return nil, fmt.Errorf("after the restart: %w", err)
+	}
 	return p, nil
 }

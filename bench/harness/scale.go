@@ -103,7 +103,7 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 	res.BrokerBytes = after.Sub(before).Bytes
 	log.Info("pending applied", "rss_mb", res.RSSBytes>>20, "live_heap_mb", res.LiveHeapBytes>>20, "disk_mb", res.DiskBytes>>20, "applied_per_s", int(res.AppliedPerSec))
 
-	if res.Prefire, err = prefire(ctx, Subject{System: s, Backend: b}, obs, w, rng, log); err != nil {
+	if res.Prefire, err = prefire(ctx, Subject{System: s, Backend: b}, obs, w, rng, "w", log); err != nil {
 		return fail(err)
 	}
 	steady, err := runPhase(ctx, Subject{System: s, Backend: b}, obs, w, tasks(rng, "ps", w, w.Window), log)

@@ -71,6 +71,11 @@ type Summary struct {
 	Duplicates     int    `json:"duplicates"`
 	CrashLost      int    `json:"crash_lost"`
 	CrashDups      int    `json:"crash_duplicates"`
+	// PrefireP99Ms is the p99 of the first fires before the steady phase
+	// (Workload.Prefire), RestartP99Ms of as many after a kill -9 restart
+	// following them (Workload.PrefireRestart).
+	PrefireP99Ms Spread `json:"prefire_p99_ms"`
+	RestartP99Ms Spread `json:"after_restart_p99_ms"`
 }
 
 // Summarize groups rs by system, in the order of systems, with each
@@ -96,7 +101,7 @@ func Summarize(rs []Result, systems []string) []Summary {
 	var out []Summary
 	for _, name := range systems {
 		s := Summary{System: name}
-		var sp50, sp99, sp50f, sp99f, bps, bsec, bp99, bp99f, recs, cpu, first, placed []float64
+		var sp50, sp99, sp50f, sp99f, bps, bsec, bp99, bp99f, recs, cpu, first, placed, pre, again []float64
 		for _, r := range rs {
 			if r.System != name {
 				continue
@@ -119,6 +124,12 @@ func Summarize(rs []Result, systems []string) []Summary {
 			if st.Placed != nil {
 				placed = append(placed, st.Placed.P99Ms)
 			}
+			if r.Prefire != nil {
+				pre = append(pre, r.Prefire.P99Ms)
+			}
+			if r.AfterRestart != nil {
+				again = append(again, r.AfterRestart.P99Ms)
+			}
 			s.Early += st.Early + b.Early
 			s.Missing += st.Missing + b.Missing
 			s.Duplicates += st.Duplicates + b.Duplicates
@@ -135,6 +146,7 @@ func Summarize(rs []Result, systems []string) []Summary {
 		s.BurstPerSec, s.BurstSeconds, s.BurstP99Ms, s.BurstP99Floor = SpreadOf(bps), SpreadOf(bsec), SpreadOf(bp99), SpreadOf(bp99f)
 		s.RecordsPerFU, s.CPUPer1000 = SpreadOf(recs), SpreadOf(cpu)
 		s.CrashFirstSec, s.PlacedP99Ms = SpreadOf(first), SpreadOf(placed)
+		s.PrefireP99Ms, s.RestartP99Ms = SpreadOf(pre), SpreadOf(again)
 		out = append(out, s)
 	}
 	return out
@@ -166,6 +178,7 @@ func SummaryMarkdown(w io.Writer, rs []Result, systems []string, subject string)
 			s.BurstPerSec.Format("%.0f"), s.BurstSeconds.Format("%.1f"), s.BurstP99Ms.Format("%.0f"), s.BurstP99Floor.Format("%.2f"),
 			s.RecordsPerFU.Format("%.2f"), s.CPUPer1000.Format("%.2f"), s.Early, s.Missing, s.Duplicates, crash, s.PlacedP99Ms.Format("%.0f"))
 	}
+	firstFiresMarkdown(w, ss)
 	// subject's burst against each other system, per repetition.
 	var fire []string
 	for _, other := range systems {
@@ -189,5 +202,22 @@ func SummaryMarkdown(w io.Writer, rs []Result, systems []string, subject string)
 	}
 	if len(fire) > 0 {
 		fmt.Fprintf(w, "\nBurst fire throughput of %s, per repetition against the others' of the same repetition: %s.\n", subject, strings.Join(fire, ", "))
+	}
+}
+
+// firstFiresMarkdown writes the lateness of the first fires that were left
+// out of the steady figures (and of those after a restart), if any.
+func firstFiresMarkdown(w io.Writer, ss []Summary) {
+	if !slices.ContainsFunc(ss, func(s Summary) bool { return s.PrefireP99Ms.N > 0 }) {
+		return
+	}
+	fmt.Fprintln(w, "\nFirst fires, before each steady phase and left out of its figures (a system's first records on its fresh topics), and as many again after a kill -9 and restart following them, where measured:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| system | first fires p99 ms | after a restart p99 ms |")
+	fmt.Fprintln(w, "|---|---|---|")
+	for _, s := range ss {
+		if s.PrefireP99Ms.N > 0 {
+			fmt.Fprintf(w, "| %s | %s | %s |\n", s.System, s.PrefireP99Ms.Format("%.0f"), s.RestartP99Ms.Format("%.0f"))
+		}
 	}
 }

@@ -53,6 +53,30 @@ func TestSummarizeRatiosPerRepetition(t *testing.T) {
 		!strings.Contains(b.String(), "0.50 (0.50–1.00)× kafka-floor's") {
 		t.Fatalf("markdown:\n%s", b.String())
 	}
+	if strings.Contains(b.String(), "First fires") {
+		t.Fatalf("a first-fires table without first fires:\n%s", b.String())
+	}
+}
+
+// The first fires left out of the steady figures are reported apart, with
+// those after a restart where measured.
+func TestSummaryReportsFirstFires(t *testing.T) {
+	run := func(sys string, rep int, pre, again float64) Result {
+		r := Result{System: sys, Repetition: rep, Steady: &Phase{P99Ms: 5, Fired: 10}, Burst: &Phase{P99Ms: 5, FirePerSec: 1, Fired: 1},
+			Prefire: &Phase{P99Ms: pre}}
+		if again > 0 {
+			r.AfterRestart = &Phase{P99Ms: again}
+		}
+		return r
+	}
+	rs := []Result{run("kafka-floor", 1, 9, 0), run("ivrsched-kafka", 1, 40, 12), run("ivrsched-kafka", 2, 100, 30), run("ivrsched-kafka", 3, 60, 20)}
+	var b bytes.Buffer
+	SummaryMarkdown(&b, rs, []string{"kafka-floor", "ivrsched-kafka"}, "ivrsched-kafka")
+	for _, want := range []string{"| kafka-floor | 9 | - |", "| ivrsched-kafka | 60 (40–100) | 20 (12–30) |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("no %q in:\n%s", want, b.String())
+		}
+	}
 }
 
 // The timeline slices fires by due time, so a stall shows where it is.

@@ -37,6 +37,7 @@ type settings struct {
 	warmup                         time.Duration
 	scale                          int
 	prefire                        int
+	prefireRestart                 bool
 	seed                           uint64
 	dialer                         int
 	dialerLatencies, dialerArgs    string
@@ -84,6 +85,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.brokerJVM, "broker-jvm", "", "more JVM flags of the Kafka broker this benchmark starts, after the others (e.g. \"-Xlog:gc:file=gc.log\")")
 	fs.DurationVar(&s.warmup, "warmup", 10*time.Second, "load Kafka for this long before the first system, so the broker's JIT is done (0: no warm-up)")
 	fs.IntVar(&s.prefire, "prefire", 0, "fire this many follow-ups (over 2 s, 3 s after scheduling them) before each steady phase, every system alike, and leave them out of its figures: the first fires on a system's fresh topics are not steady (0: none; their lateness goes in results.json as prefire)")
+	fs.BoolVar(&s.prefireRestart, "prefire-restart", false, "with -prefire: after the first fires, kill -9 each system (not the floor) and start it again on its topics, then fire as many again (results.json after_restart): does a restart pay the first fires' cost again?")
 	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka, -repeat times, each after a run of kafka-floor when it is among -systems (0: skip)")
 	fs.IntVar(&s.dialer, "dialer", 0, "also run the dialer phase with this many calls per provider latency (0: skip)")
 	fs.StringVar(&s.dialerLatencies, "dialer-latencies", "0ms,50ms,300ms", "dialer phase: the provider's latencies, one run each")
@@ -103,6 +105,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if s.prefire < 0 {
 		return badFlag{fmt.Errorf("-prefire %d: want a count >= 0", s.prefire)}
+	}
+	if s.prefireRestart && s.prefire == 0 {
+		return badFlag{errors.New("-prefire-restart needs -prefire N: it fires N again after the restart")}
 	}
 	if s.repeat < 1 {
 		return badFlag{fmt.Errorf("-repeat %d: want 1 or more", s.repeat)}
@@ -195,7 +200,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		redis = harness.RedisBackend{Addr: addr, Pid: pid}
 	}
 
-	w := harness.Workload{N: s.n, Burst: s.burst, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed, Prefire: s.prefire}
+	w := harness.Workload{N: s.n, Burst: s.burst, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed, Prefire: s.prefire, PrefireRestart: s.prefireRestart}
 	var results []harness.Result
 	for rep := range s.repeat {
 		// Rotated, so that no system always runs first after the warm-up
