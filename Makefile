@@ -14,9 +14,9 @@ FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./process
 # three times; then the dialer alone, at 0, 50 and 300 ms of provider latency.
 BENCH_DIALER := -dialer 20000 -dialer-latencies 0ms,50ms,300ms -dialer-args '--max-in-flight 500'
 BENCH_QUICK := -systems kafka-floor,ivrsched-kafka,ivrsched-kafka-sched,ivrsched-embedded,asynq-default,asynq-100ms,etf1-warn-log,reenqueue-hold60s \
-	-n 10000 -burst 150000 -crash 2000 -lead 5s -window 8s -crash-wait 60s -repeat 3 $(BENCH_DIALER)
+	-n 10000 -burst 150000 -crash 2000 -lead 5s -window 8s -crash-wait 60s -repeat 3 -prefire 2000 $(BENCH_DIALER)
 BENCH_RETENTION := -systems none -retention 1000000 -retention-pending 100000 -retention-compact -lead 5s -crash-wait 120s
-BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000 $(BENCH_DIALER)
+BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000 -prefire 2000 $(BENCH_DIALER)
 
 .PHONY: run test test-clients unit vet build proto clean fuzz fuzz-short bench bench-full bench-retention bench-test redis-server chromium
 
