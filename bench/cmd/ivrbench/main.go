@@ -347,7 +347,7 @@ func report(stdout io.Writer, s settings, order []string, rs []harness.Result, s
 	rs = withSamples(rs, order)
 	doc := map[string]any{
 		"settings": map[string]any{"n": s.n, "burst": s.burst, "repeat": s.repeat, "users": s.n / 2, "window": s.window.String(), "lead": s.lead.String(), "partitions": s.partitions,
-			"payload_bytes": s.payload, "broker": s.brokerConf, "broker_jvm": s.brokerJVM, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
+			"payload_bytes": s.payload, "broker": s.brokerConf, "broker_jvm": s.brokerJVM, "broker_jit": s.brokerJIT, "warmup": s.warmup.String(), "crash_n": s.crash, "crash_wait": s.crashWait.String(), "prefire": s.prefire, "prefire_restart": s.prefireRestart, "go": runtime.Version(), "cpus": runtime.NumCPU(), "kafka": kafkatest.KafkaVersion,
 			"at": time.Now().UTC()},
 		"results": rs,
 		"summary": harness.Summarize(rs, order),
