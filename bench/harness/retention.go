@@ -419,12 +419,9 @@ func (m *measurer) restart(ctx context.Context) (RestartFigures, error) {
 	if err := sleep(ctx, time.Until(first)); err != nil {
 		return f, err
 	}
-	if err := m.s.Crash(); err != nil {
-		return f, fmt.Errorf("kill: %w", err)
-	}
-	restart := time.Now()
-	if err := m.s.Recover(ctx); err != nil {
-		return f, fmt.Errorf("restart: %w", err)
+	restart, err := killAndRestart(ctx, m.s)
+	if err != nil {
+		return f, err
 	}
 	m.obs.wait(ctx, last.Add(m.rw.CrashWait))
 	c := m.obs.crash(ts, restart)

@@ -310,12 +310,9 @@ func runCrash(ctx context.Context, s Subject, obs *watcher, w Workload, rng *ran
 		return nil, ctx.Err()
 	case <-time.After(time.Until(mid)):
 	}
-	if err := s.System.Crash(); err != nil {
-		return nil, fmt.Errorf("kill: %w", err)
-	}
-	restart := time.Now()
-	if err := s.System.Recover(ctx); err != nil {
-		return nil, fmt.Errorf("restart: %w", err)
+	restart, err := killAndRestart(ctx, s.System)
+	if err != nil {
+		return nil, err
 	}
 	obs.wait(ctx, mid.Add(window/2+w.CrashWait))
 	return obs.crash(ts, restart), nil
@@ -564,15 +561,28 @@ func prefire(ctx context.Context, s Subject, obs *watcher, w Workload, rng *rand
 // w.Prefire follow-ups once more (their lead, 3 s, covers the restart).
 func refire(ctx context.Context, s Subject, obs *watcher, w Workload, rng *rand.Rand, log interface{ Info(string, ...any) }) (*Phase, error) {
 	log.Info("kill -9 and restart before the steady phase")
-	if err := s.System.Crash(); err != nil {
-		return nil, fmt.Errorf("kill before the steady phase: %w", err)
-	}
-	if err := s.System.Recover(ctx); err != nil {
-		return nil, fmt.Errorf("restart before the steady phase: %w", err)
+	if _, err := killAndRestart(ctx, s.System); err != nil {
+		return nil, fmt.Errorf("before the steady phase: %w", err)
 	}
 	p, err := prefire(ctx, s, obs, w, rng, "r", log)
 	if err != nil {
 		return nil, fmt.Errorf("after the restart: %w", err)
 	}
 	return p, nil
+}
+
+// killAndRestart kills s as kill -9 would and starts it again at once; it
+// returns when the restart began.
+func killAndRestart(ctx context.Context, s interface {
+	Crash() error
+	Recover(context.Context) error
+}) (time.Time, error) {
+	if err := s.Crash(); err != nil {
+		return time.Time{}, fmt.Errorf("kill: %w", err)
+	}
+	restart := time.Now()
+	if err := s.Recover(ctx); err != nil {
+		return restart, fmt.Errorf("restart: %w", err)
+	}
+	return restart, nil
 }

@@ -125,11 +125,8 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 		return fail(ctx.Err())
 	case <-time.After(w.Lead):
 	}
-	if err := s.Crash(); err != nil {
-		return fail(err)
-	}
-	restart := time.Now()
-	if err := s.Recover(ctx); err != nil {
+	restart, err := killAndRestart(ctx, s)
+	if err != nil {
 		return fail(err)
 	}
 	obs.wait(ctx, restart.Add(15*time.Second+w.CrashWait))
