@@ -32,6 +32,12 @@ type Kafka struct {
 	// fewer broker requests; idle, each hop waits up to FetchWait more.
 	// 0 returns a fetch as soon as anything is there.
 	FetchWait time.Duration
+	// BackgroundFetchWait is FetchWait for the consumers whose records are
+	// not on a fire's path: the dialer's group (a call's placement, its
+	// answers, the scheduler's events) and the views (the calling
+	// policies). Idle, a consumer fetches once per wait: at 1 ms each one
+	// asks the broker a thousand times a second whatever the rate. 0: FetchWait.
+	BackgroundFetchWait time.Duration
 	// DialTimeout bounds connecting to a broker.
 	DialTimeout time.Duration
 	// InstanceID, if set, makes this process a static member of its consumer
@@ -67,6 +73,8 @@ func (k Kafka) Validate() error {
 		return fmt.Errorf("%w: flush frequency %v (want >= 0)", ErrConfig, k.FlushFrequency)
 	case k.FetchWait != 0 && (k.FetchWait < time.Millisecond || k.FetchWait > time.Second):
 		return fmt.Errorf("%w: fetch wait %v (want 0 or 1ms to 1s)", ErrConfig, k.FetchWait)
+	case k.BackgroundFetchWait != 0 && (k.BackgroundFetchWait < time.Millisecond || k.BackgroundFetchWait > time.Second):
+		return fmt.Errorf("%w: background fetch wait %v (want 0 or 1ms to 1s)", ErrConfig, k.BackgroundFetchWait)
 	case k.SessionTimeout != 0 && (k.SessionTimeout < time.Second || k.SessionTimeout > 5*time.Minute):
 		return fmt.Errorf("%w: session timeout %v (want 1s to 5m)", ErrConfig, k.SessionTimeout)
 	}
@@ -170,11 +178,21 @@ func (k Kafka) EmitterOptions() []goka.EmitterOption {
 	}
 }
 
-// ViewOptions wires a Goka view to this cluster.
+// Background is k for the consumers whose records are not on a fire's
+// path (BackgroundFetchWait).
+func (k Kafka) Background() Kafka {
+	if k.BackgroundFetchWait > 0 {
+		k.FetchWait = k.BackgroundFetchWait
+	}
+	return k
+}
+
+// ViewOptions wires a Goka view to this cluster; views fetch with
+// BackgroundFetchWait.
 func (k Kafka) ViewOptions() []goka.ViewOption {
 	return []goka.ViewOption{
 		goka.WithViewHasher(Murmur2()),
-		goka.WithViewConsumerSaramaBuilder(k.consumerBuilder),
+		goka.WithViewConsumerSaramaBuilder(k.Background().consumerBuilder),
 		goka.WithViewTopicManagerBuilder(k.topicManagerBuilder),
 	}
 }

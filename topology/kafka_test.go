@@ -181,3 +181,23 @@ func readAll(ctx context.Context, t *testing.T, brokers []string, topic string) 
 	}
 	return records
 }
+
+// The consumers off a fire's path fetch with the background wait; the
+// others, and all when it is 0, with FetchWait.
+func TestBackgroundFetchWait(t *testing.T) {
+	k := topology.Kafka{Brokers: []string{"127.0.0.1:1"}, Partitions: 1, Replication: 1, FetchWait: time.Millisecond, BackgroundFetchWait: 10 * time.Millisecond}
+	if got := k.Background().Sarama().Consumer.MaxWaitTime; got != 10*time.Millisecond {
+		t.Fatalf("background max wait %v, want 10ms", got)
+	}
+	if got := k.Sarama().Consumer.MaxWaitTime; got != time.Millisecond {
+		t.Fatalf("max wait %v, want 1ms", got)
+	}
+	k.BackgroundFetchWait = 0
+	if got := k.Background().Sarama().Consumer.MaxWaitTime; got != time.Millisecond {
+		t.Fatalf("background max wait without its own %v, want FetchWait's 1ms", got)
+	}
+	k.BackgroundFetchWait = 2 * time.Second
+	if err := k.Validate(); !errors.Is(err, topology.ErrConfig) {
+		t.Fatalf("Validate with a 2 s background wait: %v", err)
+	}
+}

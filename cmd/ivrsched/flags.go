@@ -66,6 +66,7 @@ type kafkaFlags struct {
 	timeout     time.Duration
 	flush       time.Duration
 	fetchWait   time.Duration
+	bgFetchWait time.Duration
 	logLevel    string
 	security    securityFlags
 }
@@ -80,6 +81,7 @@ func (k *kafkaFlags) register(fs *flag.FlagSet, brokersDefault string) {
 	fs.DurationVar(&k.timeout, "timeout", 10*time.Second, "how long to try to reach the brokers")
 	fs.DurationVar(&k.flush, "flush", time.Millisecond, "producer flush frequency: the most a message waits to be batched")
 	fs.DurationVar(&k.fetchWait, "fetch-wait", time.Millisecond, "how long the broker may hold a fetch to fill it (32 KiB): larger batches under load for up to this much more latency per hop; 0 answers at once")
+	fs.DurationVar(&k.bgFetchWait, "background-fetch-wait", 10*time.Millisecond, "--fetch-wait of the consumers that are not on a fire's path (the dialer's group, the calling policies' view): each idle consumer fetches once per wait; 0: as --fetch-wait")
 	fs.StringVar(&k.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	k.security.register(fs)
 }
@@ -109,13 +111,15 @@ func (k *kafkaFlags) kafka(clientID string) (topology.Kafka, error) {
 		return topology.Kafka{}, badFlag("flush", "%v; want a duration >= 0 like 1ms", k.flush)
 	case k.fetchWait != 0 && (k.fetchWait < time.Millisecond || k.fetchWait > time.Second):
 		return topology.Kafka{}, badFlag("fetch-wait", "%v; want 0 or 1ms to 1s", k.fetchWait)
+	case k.bgFetchWait != 0 && (k.bgFetchWait < time.Millisecond || k.bgFetchWait > time.Second):
+		return topology.Kafka{}, badFlag("background-fetch-wait", "%v; want 0 or 1ms to 1s", k.bgFetchWait)
 	}
 	sec, err := k.security.security()
 	if err != nil {
 		return topology.Kafka{}, err
 	}
 	return topology.Kafka{Brokers: brokers, ClientID: clientID, Partitions: k.partitions, Replication: k.replication,
-		FlushFrequency: k.flush, FetchWait: k.fetchWait, DialTimeout: k.timeout, Security: sec}, nil
+		FlushFrequency: k.flush, FetchWait: k.fetchWait, BackgroundFetchWait: k.bgFetchWait, DialTimeout: k.timeout, Security: sec}, nil
 }
 
 func (k *kafkaFlags) logger() (*slog.Logger, error) {

@@ -45,6 +45,7 @@ func TestFlagErrorsAreOneLineNamingTheFlag(t *testing.T) {
 		{[]string{"calls", "--limit", "-2"}, "--limit: -2"},
 		{[]string{"run", "--partitions", "0", "--brokers", "127.0.0.1:1"}, "--partitions: 0"},
 		{[]string{"run", "--fetch-wait", "10us", "--brokers", "127.0.0.1:1"}, "--fetch-wait: 10µs"},
+		{[]string{"run", "--background-fetch-wait", "2s", "--brokers", "127.0.0.1:1"}, "--background-fetch-wait: 2s"},
 		{[]string{"run", "--log-level", "loud", "--brokers", "127.0.0.1:1"}, "--log-level: \"loud\""},
 		{[]string{"run", "--demo", "--demo-file", "missing.jsonl"}, "--demo-file: missing.jsonl not found"},
 		{[]string{"scheduler", "extra"}, `unexpected argument "extra"`},
