@@ -186,3 +186,35 @@ func TestWrongPasswordFailsFast(t *testing.T) {
 		t.Fatalf("right password: exit %d, %q; want past the authentication", code, errb.String())
 	}
 }
+
+// --fetch-wait is the fetch wait of the fire's hops, --background-fetch-wait
+// that of the consumers off it (topology.Kafka.Background); 0 gives them
+// --fetch-wait.
+func TestFetchWaitFlagsReachKafkaConfig(t *testing.T) {
+	waits := func(args ...string) (fire, background time.Duration) {
+		t.Helper()
+		var k kafkaFlags
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		k.register(fs, defaultBrokers)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := k.kafka("test")
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return cfg.Sarama().Consumer.MaxWaitTime, cfg.Background().Sarama().Consumer.MaxWaitTime
+	}
+	for _, c := range []struct {
+		args             []string
+		fire, background time.Duration
+	}{
+		{nil, time.Millisecond, 10 * time.Millisecond},
+		{[]string{"--fetch-wait", "5ms", "--background-fetch-wait", "50ms"}, 5 * time.Millisecond, 50 * time.Millisecond},
+		{[]string{"--fetch-wait", "5ms", "--background-fetch-wait", "0"}, 5 * time.Millisecond, 5 * time.Millisecond},
+	} {
+		if fire, background := waits(c.args...); fire != c.fire || background != c.background {
+			t.Errorf("%v: fetch waits %v and %v (background), want %v and %v", c.args, fire, background, c.fire, c.background)
+		}
+	}
+}
