@@ -573,10 +573,7 @@ func refire(ctx context.Context, s Subject, obs *watcher, w Workload, rng *rand.
 
 // killAndRestart kills s as kill -9 would and starts it again at once; it
 // returns when the restart began.
-func killAndRestart(ctx context.Context, s interface {
-	Crash() error
-	Recover(context.Context) error
-}) (time.Time, error) {
+func killAndRestart(ctx context.Context, s System) (time.Time, error) {
 	if err := s.Crash(); err != nil {
 		return time.Time{}, fmt.Errorf("kill: %w", err)
 	}
