@@ -71,9 +71,9 @@ func (k Kafka) Validate() error {
 		return fmt.Errorf("%w: replication %d (want >= 1)", ErrConfig, k.Replication)
 	case k.FlushFrequency < 0:
 		return fmt.Errorf("%w: flush frequency %v (want >= 0)", ErrConfig, k.FlushFrequency)
-	case k.FetchWait != 0 && (k.FetchWait < time.Millisecond || k.FetchWait > time.Second):
+	case !ValidFetchWait(k.FetchWait):
 		return fmt.Errorf("%w: fetch wait %v (want 0 or 1ms to 1s)", ErrConfig, k.FetchWait)
-	case k.BackgroundFetchWait != 0 && (k.BackgroundFetchWait < time.Millisecond || k.BackgroundFetchWait > time.Second):
+	case !ValidFetchWait(k.BackgroundFetchWait):
 		return fmt.Errorf("%w: background fetch wait %v (want 0 or 1ms to 1s)", ErrConfig, k.BackgroundFetchWait)
 	case k.SessionTimeout != 0 && (k.SessionTimeout < time.Second || k.SessionTimeout > 5*time.Minute):
 		return fmt.Errorf("%w: session timeout %v (want 1s to 5m)", ErrConfig, k.SessionTimeout)
@@ -176,6 +176,12 @@ func (k Kafka) EmitterOptions() []goka.EmitterOption {
 		goka.WithEmitterProducerBuilder(k.ProducerBuilder),
 		goka.WithEmitterTopicManagerBuilder(k.topicManagerBuilder),
 	}
+}
+
+// ValidFetchWait is whether d can be a fetch wait: 0 (answer at once) or
+// 1 ms to 1 s (Kafka counts it in whole milliseconds).
+func ValidFetchWait(d time.Duration) bool {
+	return d == 0 || (d >= time.Millisecond && d <= time.Second)
 }
 
 // Background is k for the consumers whose records are not on a fire's

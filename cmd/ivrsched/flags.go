@@ -109,9 +109,9 @@ func (k *kafkaFlags) kafka(clientID string) (topology.Kafka, error) {
 		return topology.Kafka{}, badFlag("timeout", "%v; want a positive duration like 10s", k.timeout)
 	case k.flush < 0:
 		return topology.Kafka{}, badFlag("flush", "%v; want a duration >= 0 like 1ms", k.flush)
-	case k.fetchWait != 0 && (k.fetchWait < time.Millisecond || k.fetchWait > time.Second):
+	case !topology.ValidFetchWait(k.fetchWait):
 		return topology.Kafka{}, badFlag("fetch-wait", "%v; want 0 or 1ms to 1s", k.fetchWait)
-	case k.bgFetchWait != 0 && (k.bgFetchWait < time.Millisecond || k.bgFetchWait > time.Second):
+	case !topology.ValidFetchWait(k.bgFetchWait):
 		return topology.Kafka{}, badFlag("background-fetch-wait", "%v; want 0 or 1ms to 1s", k.bgFetchWait)
 	}
 	sec, err := k.security.security()
