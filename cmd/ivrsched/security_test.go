@@ -107,36 +107,19 @@ func TestSecurityFlagsReachKafkaConfig(t *testing.T) {
 	if err := os.WriteFile(creds, []byte("# ivrsched\nusername=bob\npassword= from file \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	parse := func(args ...string) topology.Kafka {
-		t.Helper()
-		var k kafkaFlags
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		k.register(fs, defaultBrokers)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := k.kafka("test")
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		if err := cfg.Validate(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return cfg
-	}
-	if k := parse(); k.Security.TLS != nil || k.Security.SASL != (topology.SASL{}) {
+	if k := parseKafkaFlags(t); k.Security.TLS != nil || k.Security.SASL != (topology.SASL{}) {
 		t.Fatalf("no flags: %+v", k.Security)
 	}
 	t.Setenv(envSASLUsername, "alice")
 	t.Setenv(envSASLPassword, "from env")
-	k := parse("--tls-ca", certs.CA, "--tls-cert", certs.ClientCert, "--tls-key", certs.ClientKey, "--sasl-mechanism", "scram-sha-512")
+	k := parseKafkaFlags(t, "--tls-ca", certs.CA, "--tls-cert", certs.ClientCert, "--tls-key", certs.ClientKey, "--sasl-mechanism", "scram-sha-512")
 	if k.Security.TLS == nil || k.Security.TLS.RootCAs == nil || len(k.Security.TLS.Certificates) != 1 {
 		t.Fatalf("TLS files not loaded: %+v", k.Security.TLS)
 	}
 	if want := (topology.SASL{Mechanism: "SCRAM-SHA-512", User: "alice", Password: "from env"}); k.Security.SASL != want {
 		t.Fatalf("SASL from the environment: %+v, want %+v", k.Security.SASL, want)
 	}
-	k = parse("--tls", "--sasl-mechanism", "PLAIN", "--sasl-credentials", creds)
+	k = parseKafkaFlags(t, "--tls", "--sasl-mechanism", "PLAIN", "--sasl-credentials", creds)
 	if k.Security.TLS == nil || k.Security.TLS.RootCAs != nil {
 		t.Fatalf("--tls alone: %+v, want TLS with the system's roots", k.Security.TLS)
 	}
@@ -193,16 +176,7 @@ func TestWrongPasswordFailsFast(t *testing.T) {
 func TestFetchWaitFlagsReachKafkaConfig(t *testing.T) {
 	waits := func(args ...string) (fire, background time.Duration) {
 		t.Helper()
-		var k kafkaFlags
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		k.register(fs, defaultBrokers)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := k.kafka("test")
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
+		cfg := parseKafkaFlags(t, args...)
 		return cfg.Sarama().Consumer.MaxWaitTime, cfg.Background().Sarama().Consumer.MaxWaitTime
 	}
 	for _, c := range []struct {
@@ -217,4 +191,24 @@ func TestFetchWaitFlagsReachKafkaConfig(t *testing.T) {
 			t.Errorf("%v: fetch waits %v and %v (background), want %v and %v", c.args, fire, background, c.fire, c.background)
 		}
 	}
+}
+
+// parseKafkaFlags is the Kafka config the flags every Kafka command has
+// give for args; it fails t if they do not parse or the config is invalid.
+func parseKafkaFlags(t *testing.T, args ...string) topology.Kafka {
+	t.Helper()
+	var k kafkaFlags
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	k.register(fs, defaultBrokers)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := k.kafka("test")
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return cfg
 }
