@@ -29,7 +29,7 @@ run:
 test: vet chromium
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /systemtest)
 	$(GO) test -race -count=1 -timeout 20m -v ./systemtest/
-	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./harness/
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./harness/ ./systems/ivrsched/
 	$(MAKE) --no-print-directory fuzz-short
 
 ## test-clients: the Java (Maven, with the Spring Boot example) and Node.js

@@ -87,8 +87,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&s.prefire, "prefire", 0, "fire this many follow-ups (over 2 s, 3 s after scheduling them) before each steady phase, every system alike, and leave them out of its figures: the first fires on a system's fresh topics are not steady (0: none; their lateness goes in results.json as prefire)")
 	fs.BoolVar(&s.prefireRestart, "prefire-restart", false, "with -prefire: after the first fires, kill -9 each system (not the floor) and start it again on its topics, then fire as many again (results.json after_restart): does a restart pay the first fires' cost again?")
 	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka, -repeat times, each after a run of kafka-floor when it is among -systems (0: skip)")
-	fs.IntVar(&s.dialer, "dialer", 0, "also run the dialer phase with this many calls per provider latency (0: skip)")
-	fs.StringVar(&s.dialerLatencies, "dialer-latencies", "0ms,50ms,300ms", "dialer phase: the provider's latencies, one run each")
+	fs.IntVar(&s.dialer, "dialer", 0, "also run the dialer phase with this many calls per provider latency, -repeat times each (0: skip)")
+	fs.StringVar(&s.dialerLatencies, "dialer-latencies", "0ms,50ms,300ms", "dialer phase: the provider's latencies, one run each per repetition")
 	fs.StringVar(&s.dialerArgs, "dialer-args", "", "dialer phase: more flags of `ivrsched dialer`, e.g. \"--max-in-flight 500\"")
 	fs.StringVar(&s.dialerBin, "dialer-bin", "", "dialer phase: an ivrsched binary to measure instead of this checkout's (an older version, for a before-and-after)")
 	fs.IntVar(&s.retention.Idle, "retention", 0, "also run the retention phase with this many idle users (their follow-ups fire, then retention removes them), for ivrsched's scheduler and dialer as processes (0: skip)")
@@ -286,7 +286,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		log.Info("benchmark", "phase", "dialer", "calls", s.dialer, "latencies", s.dialerLatencies)
-		dialers = ivrsched.RunDialer(ctx, env, ivrsched.DialerPhase{Calls: s.dialer, Latencies: latencies, Args: strings.Fields(s.dialerArgs), Bin: s.dialerBin, Broker: kafka})
+		dialers = ivrsched.RunDialer(ctx, env, ivrsched.DialerPhase{Calls: s.dialer, Latencies: latencies, Repeat: s.repeat, Args: strings.Fields(s.dialerArgs), Bin: s.dialerBin, Broker: kafka})
 	}
 	var rets []harness.RetentionResult
 	if s.retention.Idle > 0 && kafka != nil && ctx.Err() == nil {

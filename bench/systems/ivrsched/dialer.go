@@ -29,8 +29,12 @@ import (
 // ivr-calls as fast as the producer goes; a call is placed when its result
 // is on ivr-results.
 type DialerPhase struct {
-	Calls     int             // calls per latency
-	Latencies []time.Duration // of the provider, one run each (a latency given 3 times is run 3 times)
+	Calls     int             // calls per run
+	Latencies []time.Duration // of the provider, one run each per repetition
+	// Repeat is how many times each latency is run (0 or 1: once), the
+	// latencies in a rotated order each time; the table shows each
+	// latency's median and min–max.
+	Repeat int
 	// Args are more flags of the dialer, e.g. --max-in-flight 500.
 	Args []string
 	// Bin is an ivrsched binary to measure instead of this checkout's (an
@@ -43,6 +47,7 @@ type DialerPhase struct {
 // DialerResult is one run of the dialer phase.
 type DialerResult struct {
 	LatencyMs    float64 `json:"provider_latency_ms"`
+	Repetition   int     `json:"repetition"`
 	Calls        int     `json:"calls"`
 	Placed       int     `json:"placed"`
 	PlacedPerSec float64 `json:"placed_per_sec"` // placed / (last result - first call produced)
@@ -64,18 +69,37 @@ type DialerResult struct {
 	Error            string   `json:"error,omitempty"`
 }
 
-// RunDialer runs the phase once per latency.
+// RunDialer runs the phase: each latency once per repetition.
 func RunDialer(ctx context.Context, env harness.Env, ph DialerPhase) []DialerResult {
 	var out []DialerResult
-	for i, lat := range ph.Latencies {
-		r, err := runDialerOnce(ctx, env, ph, lat, fmt.Sprintf("dialer-%d-%dms", i, lat.Milliseconds()))
+	for _, run := range dialerRuns(ph.Latencies, ph.Repeat) {
+		lat := ph.Latencies[run.latency]
+		r, err := runDialerOnce(ctx, env, ph, lat, fmt.Sprintf("dialer-r%d-%d-%dms", run.rep, run.latency, lat.Milliseconds()))
+		r.Repetition = run.rep
 		if err != nil {
 			r.Error = err.Error()
-			env.Log.Error("dialer phase", "latency", lat, "err", err)
+			env.Log.Error("dialer phase", "latency", lat, "repetition", run.rep, "err", err)
 		}
 		out = append(out, r)
 		if ctx.Err() != nil {
 			break
+		}
+	}
+	return out
+}
+
+// dialerRun is one run of the phase: the index of its latency and its
+// repetition (from 1).
+type dialerRun struct{ latency, rep int }
+
+// dialerRuns orders the runs: every latency once per repetition, the
+// order rotated by one each time, so that no latency always runs first
+// (right after the phases before it) or last.
+func dialerRuns(latencies []time.Duration, repeat int) []dialerRun {
+	var out []dialerRun
+	for rep := range max(repeat, 1) {
+		for i := range latencies {
+			out = append(out, dialerRun{latency: (i + rep) % len(latencies), rep: rep + 1})
 		}
 	}
 	return out
@@ -315,22 +339,70 @@ func ParseLatencies(s string) ([]time.Duration, error) {
 	return out, nil
 }
 
-// DialerMarkdown writes the phase's results as a table.
+// DialerMarkdown writes the phase's results as a table: a row per
+// latency, in the order given, with the median over its runs and the
+// min–max when it ran more than once (runs that failed are counted apart
+// and left out of the figures).
 func DialerMarkdown(w io.Writer, rs []DialerResult) {
 	if len(rs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nDialer alone (`ivrsched dialer %s`, webhook provider, no calls-per-second cap), calls produced to ivr-calls at once; a call is placed when its result is on ivr-results:\n\n", strings.Join(rs[0].Args, " "))
-	fmt.Fprintln(w, "| provider latency ms | calls | placed | placed /s | p50 ms | p99 ms | max ms | provider requests | dialer CPU s / 1000 | broker CPU s / 1000 | broker records / call |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, r := range rs {
-		if r.Error != "" {
-			fmt.Fprintf(w, "| %.0f | %d | %d | error: %s ||||||||\n", r.LatencyMs, r.Calls, r.Placed, strings.ReplaceAll(r.Error, "|", "/"))
+	fmt.Fprintf(w, "\nDialer alone (`ivrsched dialer %s`, webhook provider, no calls-per-second cap), calls produced to ivr-calls at once; a call is placed when its result is on ivr-results; medians over the runs, with min–max in brackets:\n\n", strings.Join(rs[0].Args, " "))
+	fmt.Fprintln(w, "| provider latency ms | runs | calls | placed | placed /s | p50 ms | p99 ms | max ms | provider requests | dialer CPU s / 1000 | broker CPU s / 1000 | broker records / call |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, g := range byLatency(rs) {
+		var ok []DialerResult
+		var errs []string
+		for _, r := range g {
+			if r.Error != "" {
+				errs = append(errs, strings.ReplaceAll(r.Error, "|", "/"))
+				continue
+			}
+			ok = append(ok, r)
+		}
+		runs := fmt.Sprint(len(g))
+		if len(errs) > 0 {
+			runs = fmt.Sprintf("%d (%d failed: %s)", len(g), len(errs), strings.Join(errs, "; "))
+		}
+		if len(ok) == 0 {
+			fmt.Fprintf(w, "| %.0f | %s | %d | - | - | - | - | - | - | - | - | - |\n", g[0].LatencyMs, runs, g[0].Calls)
 			continue
 		}
-		fmt.Fprintf(w, "| %.0f | %d | %d | %.0f | %.0f | %.0f | %.0f | %d | %.2f | %.2f | %.2f |\n", r.LatencyMs, r.Calls, r.Placed, r.PlacedPerSec,
-			r.P50Ms, r.P99Ms, r.MaxMs, r.Requests, r.CPUPer1000, r.BrokerCPUPer1000, r.RecordsPerCall)
+		of := func(f func(DialerResult) float64) harness.Spread {
+			vs := make([]float64, len(ok))
+			for i, r := range ok {
+				vs[i] = f(r)
+			}
+			return harness.SpreadOf(vs)
+		}
+		fmt.Fprintf(w, "| %.0f | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", g[0].LatencyMs, runs, g[0].Calls,
+			of(func(r DialerResult) float64 { return float64(r.Placed) }).Format("%.0f"),
+			of(func(r DialerResult) float64 { return r.PlacedPerSec }).Format("%.0f"),
+			of(func(r DialerResult) float64 { return r.P50Ms }).Format("%.0f"),
+			of(func(r DialerResult) float64 { return r.P99Ms }).Format("%.0f"),
+			of(func(r DialerResult) float64 { return r.MaxMs }).Format("%.0f"),
+			of(func(r DialerResult) float64 { return float64(r.Requests) }).Format("%.0f"),
+			of(func(r DialerResult) float64 { return r.CPUPer1000 }).Format("%.2f"),
+			of(func(r DialerResult) float64 { return r.BrokerCPUPer1000 }).Format("%.2f"),
+			of(func(r DialerResult) float64 { return r.RecordsPerCall }).Format("%.2f"))
 	}
+}
+
+// byLatency groups the runs by provider latency, in the order each latency
+// first ran.
+func byLatency(rs []DialerResult) [][]DialerResult {
+	var out [][]DialerResult
+	at := map[float64]int{}
+	for _, r := range rs {
+		i, ok := at[r.LatencyMs]
+		if !ok {
+			i = len(out)
+			at[r.LatencyMs] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
 }
 
 // hasTopic says whether the broker has topic.
