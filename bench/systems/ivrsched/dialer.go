@@ -355,7 +355,8 @@ func DialerMarkdown(w io.Writer, rs []DialerResult) {
 		var errs []string
 		for _, r := range g {
 			if r.Error != "" {
-				errs = append(errs, strings.ReplaceAll(r.Error, "|", "/"))
+				// One cell: a warm-up's error carries the dialer's log.
+				errs = append(errs, strings.NewReplacer("|", "/", "\n", " ").Replace(r.Error))
 				continue
 			}
 			ok = append(ok, r)
