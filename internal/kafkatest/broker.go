@@ -366,6 +366,10 @@ func (b *Broker) Stop() error {
 
 const stopTimeout = 30 * time.Second
 
+// errIgnoredSIGTERM: the broker did not exit within stopTimeout of SIGTERM
+// and was killed.
+var errIgnoredSIGTERM = errors.New("kafkatest: broker ignored SIGTERM")
+
 // halt stops the process, if any, and keeps the data. b.mu must be held.
 func (b *Broker) halt() error {
 	if b.cmd == nil {
@@ -382,7 +386,7 @@ func (b *Broker) halt() error {
 	}
 	b.signal(syscall.SIGKILL)
 	<-b.exited
-	return fmt.Errorf("kafkatest: broker ignored SIGTERM for %v and was killed", stopTimeout)
+	return fmt.Errorf("%w for %v and was killed", errIgnoredSIGTERM, stopTimeout)
 }
 
 // signal sends sig to the broker's process group.
