@@ -89,3 +89,11 @@ func IsFloor(s System) bool {
 	f, ok := s.(Floor)
 	return ok && f.Floor()
 }
+
+// Rotated is xs in the order of repetition rep (from 0): rotated left by
+// rep, so that over the repetitions no element always runs first (right
+// after what ran before the phase) or after the same neighbour.
+func Rotated[T any](xs []T, rep int) []T {
+	k := rep % max(len(xs), 1)
+	return append(xs[k:len(xs):len(xs)], xs[:k]...)
+}

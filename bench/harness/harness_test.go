@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/http/pprof"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,22 @@ func TestLiveHeap(t *testing.T) {
 	}
 	if _, err := LiveHeap(context.Background(), srv.URL+"?gc=1"); err == nil {
 		t.Error("no error for a profile not in text form")
+	}
+}
+
+// Rotated starts repetition rep with element rep and leaves its input as
+// it was (the systems' list is rotated again for every repetition).
+func TestRotated(t *testing.T) {
+	xs := []string{"a", "b", "c"}
+	for rep, want := range [][]string{{"a", "b", "c"}, {"b", "c", "a"}, {"c", "a", "b"}, {"a", "b", "c"}} {
+		if got := Rotated(xs, rep); !slices.Equal(got, want) {
+			t.Fatalf("repetition %d: %v, want %v", rep, got, want)
+		}
+	}
+	if !slices.Equal(xs, []string{"a", "b", "c"}) {
+		t.Fatalf("input changed: %v", xs)
+	}
+	if got := Rotated([]string(nil), 2); len(got) != 0 {
+		t.Fatalf("nothing to rotate: %v", got)
 	}
 }

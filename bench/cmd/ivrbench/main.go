@@ -203,10 +203,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	w := harness.Workload{N: s.n, Burst: s.burst, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed, Prefire: s.prefire, PrefireRestart: s.prefireRestart}
 	var results []harness.Result
 	for rep := range s.repeat {
-		// Rotated, so that no system always runs first after the warm-up
-		// (or always after the same other system).
-		k := rep % max(len(chosen), 1)
-		for _, e := range slices.Concat(chosen[k:], chosen[:k]) {
+		for _, e := range harness.Rotated(chosen, rep) {
 			name := e.name
 			if rep > 0 {
 				name = fmt.Sprintf("%s-r%d", e.name, rep+1) // topics, queues and groups of its own

@@ -92,14 +92,17 @@ func RunDialer(ctx context.Context, env harness.Env, ph DialerPhase) []DialerRes
 // repetition (from 1).
 type dialerRun struct{ latency, rep int }
 
-// dialerRuns orders the runs: every latency once per repetition, the
-// order rotated by one each time, so that no latency always runs first
-// (right after the phases before it) or last.
+// dialerRuns orders the runs: every latency once per repetition, in the
+// order of harness.Rotated, as the systems run.
 func dialerRuns(latencies []time.Duration, repeat int) []dialerRun {
+	idx := make([]int, len(latencies))
+	for i := range idx {
+		idx[i] = i
+	}
 	var out []dialerRun
 	for rep := range max(repeat, 1) {
-		for i := range latencies {
-			out = append(out, dialerRun{latency: (i + rep) % len(latencies), rep: rep + 1})
+		for _, i := range harness.Rotated(idx, rep) {
+			out = append(out, dialerRun{latency: i, rep: rep + 1})
 		}
 	}
 	return out
