@@ -329,8 +329,8 @@ func (b *Broker) LogPath() string { return filepath.Join(b.dir, "broker.log") }
 func (b *Broker) Restart(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.halt(); err != nil {
-		return err
+	if b.halt() {
+		return errKilled
 	}
 	if err := b.launchLocked(); err != nil {
 		return err
@@ -355,25 +355,35 @@ func (b *Broker) Kill() {
 // and removes its temporary directory with data and log. It is safe to call
 // more than once.
 func (b *Broker) Stop() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	err := b.halt()
-	if rmErr := os.RemoveAll(b.dir); rmErr != nil {
-		err = errors.Join(err, fmt.Errorf("kafkatest: remove broker directory: %w", rmErr))
+	killed, err := b.stop()
+	if killed {
+		err = errors.Join(errKilled, err)
 	}
 	return err
 }
 
+// stop is Stop that tells a kill apart from the other errors (Cluster.Stop
+// forgives the kill of a node that outlived its quorum).
+func (b *Broker) stop() (killed bool, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	killed = b.halt()
+	if rmErr := os.RemoveAll(b.dir); rmErr != nil {
+		err = fmt.Errorf("kafkatest: remove broker directory: %w", rmErr)
+	}
+	return killed, err
+}
+
 const stopTimeout = 30 * time.Second
 
-// errIgnoredSIGTERM: the broker did not exit within stopTimeout of SIGTERM
-// and was killed.
-var errIgnoredSIGTERM = errors.New("kafkatest: broker ignored SIGTERM")
+// errKilled: the broker did not exit within stopTimeout of SIGTERM.
+var errKilled = fmt.Errorf("kafkatest: broker ignored SIGTERM for %v and was killed", stopTimeout)
 
-// halt stops the process, if any, and keeps the data. b.mu must be held.
-func (b *Broker) halt() error {
+// halt stops the process, if any, and keeps the data; killed if it
+// ignored SIGTERM for stopTimeout. b.mu must be held.
+func (b *Broker) halt() (killed bool) {
 	if b.cmd == nil {
-		return nil
+		return false
 	}
 	defer func() { b.cmd = nil }()
 	b.signal(syscall.SIGTERM)
@@ -381,12 +391,12 @@ func (b *Broker) halt() error {
 	defer timer.Stop()
 	select {
 	case <-b.exited:
-		return nil
+		return false
 	case <-timer.C:
 	}
 	b.signal(syscall.SIGKILL)
 	<-b.exited
-	return fmt.Errorf("%w for %v and was killed", errIgnoredSIGTERM, stopTimeout)
+	return true
 }
 
 // signal sends sig to the broker's process group.

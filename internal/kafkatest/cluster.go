@@ -90,52 +90,34 @@ func (c *Cluster) running() []string {
 // node slower to stop than the others, on a loaded machine). It is an
 // error only while a majority of the nodes did not stop politely.
 func (c *Cluster) Stop() error {
+	killed := make([]bool, len(c.nodes))
 	errs := make([]error, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, b := range c.nodes {
-		wg.Go(func() { errs[i] = b.Stop() })
+		wg.Go(func() { killed[i], errs[i] = b.stop() })
 	}
 	wg.Wait()
-	return errors.Join(quorumLost(errs)...)
+	return errors.Join(stopErrors(killed, errs)...)
 }
 
-// quorumLost drops the kills of the nodes that outlived their quorum: when
-// a majority of the nodes stopped without error, a node killed after
-// stopTimeout waited for controllers that had exited. Other errors (its
-// directory not removed) stay.
-func quorumLost(errs []error) []error {
+// stopErrors is each node's error from its stop: its kill (killed), unless
+// a majority of the nodes stopped without error (then it waited for
+// controllers that had exited), and its other error (errs).
+func stopErrors(killed []bool, errs []error) []error {
 	stopped := 0
-	for _, err := range errs {
-		if err == nil {
+	for i := range killed {
+		if !killed[i] && errs[i] == nil {
 			stopped++
 		}
-	}
-	if stopped <= len(errs)/2 {
-		return errs
 	}
 	out := make([]error, len(errs))
 	for i, err := range errs {
 		out[i] = err
-		if !errors.Is(err, errIgnoredSIGTERM) {
-			continue
+		if killed[i] && stopped <= len(killed)/2 {
+			out[i] = errors.Join(errKilled, err)
 		}
-		var rest []error
-		for _, e := range unjoin(err) {
-			if !errors.Is(e, errIgnoredSIGTERM) {
-				rest = append(rest, e)
-			}
-		}
-		out[i] = errors.Join(rest...)
 	}
 	return out
-}
-
-// unjoin returns the errors that errors.Join joined into err, or err.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // PartitionState is where one partition of a topic lives.
