@@ -7,6 +7,7 @@ package harness
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -95,5 +96,5 @@ func IsFloor(s System) bool {
 // after what ran before the phase) or after the same neighbour.
 func Rotated[T any](xs []T, rep int) []T {
 	k := rep % max(len(xs), 1)
-	return append(xs[k:len(xs):len(xs)], xs[:k]...)
+	return slices.Concat(xs[k:], xs[:k])
 }
