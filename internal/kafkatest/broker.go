@@ -355,9 +355,13 @@ func (b *Broker) Kill() {
 // and removes its temporary directory with data and log. It is safe to call
 // more than once.
 func (b *Broker) Stop() error {
-	killed, err := b.stop()
+	return stopError(b.stop())
+}
+
+// stopError is a stop's error with its kill, if it killed.
+func stopError(killed bool, err error) error {
 	if killed {
-		err = errors.Join(errKilled, err)
+		return errors.Join(errKilled, err)
 	}
 	return err
 }

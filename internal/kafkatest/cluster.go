@@ -112,10 +112,7 @@ func stopErrors(killed []bool, errs []error) []error {
 	}
 	out := make([]error, len(errs))
 	for i, err := range errs {
-		out[i] = err
-		if killed[i] && stopped <= len(killed)/2 {
-			out[i] = errors.Join(errKilled, err)
-		}
+		out[i] = stopError(killed[i] && stopped <= len(killed)/2, err)
 	}
 	return out
 }
