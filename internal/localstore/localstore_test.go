@@ -888,3 +888,50 @@ func TestClosedClean(t *testing.T) {
 		t.Fatal("a close that dropped a write reports a clean close")
 	}
 }
+
+// levelZeroTables reports how many tables level 0 holds and how many
+// memtables were flushed so far.
+func levelZeroTables(t *testing.T, st storage.Storage) (tables int, flushed uint32) {
+	t.Helper()
+	var stats leveldb.DBStats
+	if err := st.(*store).db.Stats(&stats); err != nil {
+		t.Fatal(err)
+	}
+	if len(stats.LevelTablesCounts) > 0 {
+		tables = stats.LevelTablesCounts[0]
+	}
+	return tables, stats.MemComp
+}
+
+// Level 0 is compacted at two tables (levelOptions): after each memtable
+// flush it settles at one table at most, so a read past the memtables
+// looks in one level-0 table before level 1, not in the three that
+// LevelDB's trigger of four leaves after an intake (with the compactions
+// by seeks off, nothing else merges them).
+func TestLevelZeroSettlesAtOneTable(t *testing.T) {
+	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	defer mustClose(t, st)
+	value := bytes.Repeat([]byte("v"), 100)
+	next := 0
+	for want := uint32(1); want <= 3; want++ {
+		for _, flushed := levelZeroTables(t, st); flushed < want; _, flushed = levelZeroTables(t, st) {
+			for range restoreBatch {
+				if err := st.Set(fmt.Sprintf("user-%08d", (next*7919)%1000003), value); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.SetOffset(int64(next)); err != nil {
+					t.Fatal(err)
+				}
+				next++
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for tables, _ := levelZeroTables(t, st); tables > 1; tables, _ = levelZeroTables(t, st) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after memtable flush %d (%d records) level 0 still holds %d tables 10 s later, want at most 1", want, next, tables)
+			}
+			time.Sleep(10 * time.Millisecond) // LevelDB's compaction has no event to await
+		}
+	}
+}
