@@ -953,7 +953,7 @@ func (s *store) IteratorWithRange(start, limit []byte) (storage.Iterator, error)
 // tables overlap one another, so a read looks in each (its index block,
 // then its filter) before it reaches level 1; without the compactions by
 // seeks nothing else merged them, and the three tables an intake of 25,000
-// users per partition leaves stayed under the trigger of four until the
+// follow-ups per partition left stayed under the trigger of four until the
 // next intake: at 50,000 fires a second LevelDB's Get took two thirds more
 // CPU than with them on (the process fell seconds behind). At two, at most
 // one level-0 table outlives a flush by more than its compaction, and the
