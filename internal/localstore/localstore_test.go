@@ -893,10 +893,7 @@ func TestClosedClean(t *testing.T) {
 // memtables were flushed so far.
 func levelZeroTables(t *testing.T, st storage.Storage) (tables int, flushed uint32) {
 	t.Helper()
-	var stats leveldb.DBStats
-	if err := st.(*store).db.Stats(&stats); err != nil {
-		t.Fatal(err)
-	}
+	stats := dbStats(t, st)
 	if len(stats.LevelTablesCounts) > 0 {
 		tables = stats.LevelTablesCounts[0]
 	}
@@ -912,19 +909,16 @@ func TestLevelZeroSettlesAtOneTable(t *testing.T) {
 	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
 	st := f.open(t, "table", 0)
 	defer mustClose(t, st)
-	value := bytes.Repeat([]byte("v"), 100)
+	value := strings.Repeat("v", 100)
 	next := 0
 	for want := uint32(1); want <= 3; want++ {
 		for _, flushed := levelZeroTables(t, st); flushed < want; _, flushed = levelZeroTables(t, st) {
-			for range restoreBatch {
-				if err := st.Set(fmt.Sprintf("user-%08d", (next*7919)%1000003), value); err != nil {
-					t.Fatal(err)
-				}
-				if err := st.SetOffset(int64(next)); err != nil {
-					t.Fatal(err)
-				}
-				next++
+			batch := make([]rec, restoreBatch)
+			for i := range batch {
+				batch[i] = val(fmt.Sprintf("user-%08d", ((next+i)*7919)%1000003), value)
 			}
+			restoreRecs(t, st, int64(next), batch...)
+			next += len(batch)
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for tables, _ := levelZeroTables(t, st); tables > 1; tables, _ = levelZeroTables(t, st) {

@@ -47,13 +47,19 @@ func markRecovered(t *testing.T, st storage.Storage) {
 	}
 }
 
-func ioWritten(t *testing.T, st storage.Storage) uint64 {
+// dbStats are the LevelDB statistics of st.
+func dbStats(t *testing.T, st storage.Storage) *leveldb.DBStats {
 	t.Helper()
 	var stats leveldb.DBStats
 	if err := st.(*store).db.Stats(&stats); err != nil {
 		t.Fatal(err)
 	}
-	return stats.IOWrite
+	return &stats
+}
+
+func ioWritten(t *testing.T, st storage.Storage) uint64 {
+	t.Helper()
+	return dbStats(t, st).IOWrite
 }
 
 // A restore into an empty store does not write the tombstones of keys it
