@@ -35,6 +35,11 @@
 // same rules, in a third of the CPU; Goka's restore then has only the tail
 // left, and takes over from wherever an error stops that read.
 //
+// Reads after the restore look in the overlay, then in the values the
+// store last read from LevelDB or wrote to it (recent, a bounded cache kept
+// by the same lock), then in LevelDB: a callback mostly reads a key a
+// callback of its partition read or wrote moments before.
+//
 // A store can also mark keys (Stores.Mark): it keeps the keys whose value a
 // Marker accepts in an index of their own, written to LevelDB in the same
 // batches as the values, so that Marked lists them at a cost proportional
@@ -195,6 +200,7 @@ func (s *Stores) Builder() storage.Builder {
 			path:      path,
 			log:       s.log.With("topic", topic, "partition", partition, "dir", path),
 			cleanAt:   -1,
+			recent:    newRecent(recentBytes),
 		}, nil
 	}
 }
@@ -325,10 +331,16 @@ type store struct {
 	// overlay holds what callbacks set since the restore and the changelog
 	// has not acknowledged yet (or the writer has not written yet).
 	overlay map[string]*entry
-	acks    []ack     // acknowledged, for the writer
-	wrote   sync.Cond // broadcast when the writer wrote a batch (tests wait on it)
-	closed  bool      // no more acknowledgements
-	werr    error     // the writer failed: the store takes no more writes
+	// recent keeps the values LevelDB had for the keys read or written
+	// last (recentBytes), for reads after the restore; gen counts the
+	// callbacks' writes, so that a read whose LevelDB Get raced with a
+	// write keeps nothing (remember).
+	recent *recent
+	gen    uint64
+	acks   []ack     // acknowledged, for the writer
+	wrote  sync.Cond // broadcast when the writer wrote a batch (tests wait on it)
+	closed bool      // no more acknowledgements
+	werr   error     // the writer failed: the store takes no more writes
 	// cleanAt is the offset a clean close stamped (stampCaughtUp), -1
 	// after any other close.
 	cleanAt int64
@@ -534,6 +546,7 @@ func (s *store) Close() error {
 	var errs []error
 	s.mu.Lock()
 	s.closed = true
+	s.recent = newRecent(0)
 	if err := s.writeRestored(); err != nil {
 		errs = append(errs, err)
 	}
@@ -593,18 +606,33 @@ func (s *store) ClosedClean() (offset int64, ok bool) {
 	return s.cleanAt, s.cleanAt >= 0
 }
 
-// lookup returns the value a key has in the overlay, if it has one there.
-// During the restore it writes the restored records first.
-func (s *store) lookup(key string) (value []byte, found bool, err error) {
+// lookup returns the value a key has in the overlay, or else the one
+// LevelDB had when it was last read or written (recent), if it has one
+// there, and the count of writes to pass to remember. During the restore
+// it writes the restored records first.
+func (s *store) lookup(key string) (value []byte, found bool, gen uint64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.recovered.Load() {
-		return nil, false, s.writeRestored()
+		return nil, false, 0, s.writeRestored()
 	}
 	if e := s.overlay[key]; e != nil {
-		return e.value, true, nil
+		return e.value, true, 0, nil
 	}
-	return nil, false, nil
+	value, found = s.recent.get(key)
+	return value, found, s.gen, nil
+}
+
+// remember keeps what LevelDB had for key (nil: nothing) after the restore,
+// unless a callback wrote since the lookup that came before the read (gen):
+// the read may then have found LevelDB before or after that write reached
+// it, and only the writer knows which value is the newer.
+func (s *store) remember(key string, value []byte, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recovered.Load() && !s.closed && s.gen == gen {
+		s.recent.put(key, value)
+	}
 }
 
 func (s *store) Has(key string) (bool, error) {
@@ -616,16 +644,18 @@ func (s *store) Get(key string) ([]byte, error) {
 	if s.db == nil {
 		return nil, errNotOpen
 	}
-	if v, found, err := s.lookup(key); found || err != nil {
+	v, found, gen, err := s.lookup(key)
+	if found || err != nil {
 		return v, err
 	}
-	v, err := s.db.Get([]byte(key), nil)
+	v, err = s.db.Get([]byte(key), nil)
 	if errors.Is(err, leveldb.ErrNotFound) {
-		return nil, nil
+		v, err = nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("localstore: get %q in %s: %w", key, s.path, err)
 	}
+	s.remember(key, v, gen)
 	return v, nil
 }
 
@@ -654,6 +684,8 @@ func (s *store) write(key string, value []byte) error {
 	if s.werr != nil {
 		return s.werr
 	}
+	s.gen++
+	s.recent.remove(key) // reads find the overlay's until the writer has it
 	e := s.overlay[key]
 	if e == nil {
 		if len(s.overlay) >= maxUnacked {
@@ -839,6 +871,7 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 	s.offset = offset
 	s.wrote.Broadcast()
 	for _, a := range acks {
+		s.recent.put(a.key, a.value) // in order: a key's last write is kept
 		if e := s.overlay[a.key]; e != nil {
 			if e.inflight--; e.inflight <= 0 {
 				delete(s.overlay, a.key)
