@@ -924,6 +924,7 @@ func (s *store) MarkRecovered() error {
 		return err
 	}
 	s.recovered.Store(true)
+	s.gen++ // a read that began during the restore keeps nothing (remember)
 	s.restoredKeys = nil
 	s.log.Info("local store recovered", "records_restored", s.restored, "tombstones_skipped", s.skipped, "offset", s.offset,
 		"took", time.Since(s.opened).Round(time.Millisecond))

@@ -126,6 +126,32 @@ func TestReadRacingAWriteKeepsNothing(t *testing.T) {
 	}
 }
 
+// A read that began during the restore keeps nothing: the restore may have
+// written the key after it.
+func TestReadDuringTheRestoreKeepsNothing(t *testing.T) {
+	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	defer mustClose(t, st)
+	s := st.(*store)
+	partial(t, st, 0, "a", "a0")
+	_, found, gen, err := s.lookup("a")
+	if err != nil || found {
+		t.Fatalf("lookup(a) during the restore: found %v, %v; want not found", found, err)
+	}
+	old, err := s.db.Get([]byte("a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial(t, st, 1, "a", "a1")
+	if err := st.MarkRecovered(); err != nil {
+		t.Fatal(err)
+	}
+	s.remember("a", old, gen) // the read ends after the restore wrote a1
+	if got := mustGet(t, st, "a"); got != "a1" {
+		t.Errorf("Get(a) = %s after a read that began during the restore, want a1", got)
+	}
+}
+
 // The store keeps no more than its budget, however many keys are read.
 func TestRecentStaysWithinItsBudget(t *testing.T) {
 	defer func(b int) { recentBytes = b }(recentBytes)
