@@ -79,6 +79,3 @@ func (r *recent) drop(el *list.Element) {
 	delete(r.byKey, e.key)
 	r.size -= entrySize(e.key, e.value)
 }
-
-// len is how many keys are kept.
-func (r *recent) len() int { return len(r.byKey) }

@@ -37,8 +37,8 @@ func TestRecentDropsLeastRecentlyUsedPastItsBudget(t *testing.T) {
 	for _, k := range []string{"k2", "k3"} {
 		r.remove(k)
 	}
-	if r.len() != 0 || r.size != 0 {
-		t.Errorf("after removing every key: %d kept, size %d; want 0, 0", r.len(), r.size)
+	if len(r.byKey) != 0 || r.size != 0 {
+		t.Errorf("after removing every key: %d kept, size %d; want 0, 0", len(r.byKey), r.size)
 	}
 }
 
@@ -170,7 +170,7 @@ func TestRecentStaysWithinItsBudget(t *testing.T) {
 		}
 	}
 	s := st.(*store)
-	if n := s.recent.len(); n != 100 {
+	if n := len(s.recent.byKey); n != 100 {
 		t.Errorf("%d keys kept after 1,000 reads, want the budget's 100", n)
 	}
 	if _, ok := s.recent.get("key-999"); !ok {
