@@ -684,8 +684,7 @@ func (s *store) write(key string, value []byte) error {
 	if s.werr != nil {
 		return s.werr
 	}
-	s.gen++
-	s.recent.remove(key) // reads find the overlay's until the writer has it
+	s.gen++ // the overlay shadows the key's kept value until the writer replaces it
 	e := s.overlay[key]
 	if e == nil {
 		if len(s.overlay) >= maxUnacked {
