@@ -546,7 +546,7 @@ func (s *store) Close() error {
 	var errs []error
 	s.mu.Lock()
 	s.closed = true
-	s.recent = newRecent(0)
+	s.recent = newRecent(0) // keeps nothing: a read after Close fails as before
 	if err := s.writeRestored(); err != nil {
 		errs = append(errs, err)
 	}
@@ -630,7 +630,7 @@ func (s *store) lookup(key string) (value []byte, found bool, gen uint64, err er
 func (s *store) remember(key string, value []byte, gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.recovered.Load() && !s.closed && s.gen == gen {
+	if s.recovered.Load() && s.gen == gen { // closed: the budget is 0
 		s.recent.put(key, value)
 	}
 }
