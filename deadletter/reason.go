@@ -6,7 +6,8 @@ package deadletter
 type Reason string
 
 // The reasons a record is rejected. The scheduler rejects commands and
-// ticks; the dialer rejects calls (ReasonUndecodable, ReasonMissingCallID).
+// ticks; the dialer rejects calls and statuses (ReasonUndecodable,
+// ReasonMissingCallID, ReasonUnreadableState).
 const (
 	ReasonUndecodable      Reason = "undecodable"
 	ReasonUnknownCommand   Reason = "unknown_command"
@@ -31,9 +32,11 @@ const (
 	// requested_at further from the record timestamp than --max-skew.
 	ReasonRequestedAtSkew Reason = "requested_at_skew"
 	ReasonMissingCallID   Reason = "missing_call_id"
-	// The scheduler's stored value of the user does not decode: the
+	// The user's stored value does not decode. The scheduler's: the
 	// command is not applied (a Forget still erases the user), or a due
-	// follow-up of the user cannot be called (see docs/design.md).
+	// follow-up of the user cannot be called. The dialer's: the call is not
+	// placed (it may be one the value recorded), or the status is not
+	// recorded (its result is published). See docs/design.md.
 	ReasonUnreadableState Reason = "unreadable_state"
 	// An Onboard whose phone number has no time zone in the numbering plan
 	// (a +800 number) and that gives none: the calling windows cannot be

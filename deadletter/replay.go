@@ -17,16 +17,17 @@ const HeaderReplays = "ivrsched-dlq-replays"
 // ErrNotReplayable is why a dead letter cannot be replayed.
 var ErrNotReplayable = errors.New("not replayable")
 
-// Replayable says whether e can be replayed to its source topic: its value
-// must be the record that was rejected (not a stored value, as for
-// unreadable_state), and the source must be a topic that is keyed by the
-// dead letter's key (replayable, such as the onboarding and ivr-calls
-// topics; not the scheduler's ticks).
+// Replayable says whether e can be replayed to its source topic: it must
+// not be an unreadable_state (its record met a stored value that does not
+// decode and would meet it again, or the letter carries that value, from a
+// tick), and the source must be a topic that is keyed by the dead letter's
+// key (replayable, such as the onboarding and ivr-calls topics; not the
+// scheduler's ticks).
 func Replayable(e Entry, replayable map[string]bool) error {
 	dl := e.Letter
 	switch {
 	case dl.GetReason() == string(ReasonUnreadableState):
-		return fmt.Errorf("%w: %s carries the user's stored value, not a record (forget the user or write a new onboarding)", ErrNotReplayable, dl.GetReason())
+		return fmt.Errorf("%w: %s: the user's stored value does not decode, and the record would meet it again (forget the user, then onboard them again)", ErrNotReplayable, dl.GetReason())
 	case !replayable[dl.GetSourceTopic()]:
 		return fmt.Errorf("%w: its source %s is internal to ivrsched", ErrNotReplayable, dl.GetSourceTopic())
 	}

@@ -218,12 +218,27 @@ func (d *Dialer) Processor(brokers []string, opts ...goka.ProcessorOption) (*gok
 	return p, nil
 }
 
-func (d *Dialer) value(ctx goka.Context) *pb.DialerState {
-	st, _ := ctx.Value().(*pb.DialerState)
-	if st == nil {
-		st = &pb.DialerState{}
+// value returns the user's stored value (nil: none), or the stored bytes
+// when they do not decode. Such a value is never read as empty: the calls
+// it recorded are unknown, so a call to the user is not placed (it could be
+// one of them) and a status is not written over it; it is kept as it is
+// until a Forget erases it (onEvent).
+func (d *Dialer) value(ctx goka.Context) (*pb.DialerState, *codec.Undecodable) {
+	switch v := ctx.Value().(type) {
+	case *pb.DialerState:
+		return v, nil
+	case *codec.Undecodable:
+		return nil, v
 	}
-	return st
+	return nil, nil
+}
+
+// unreadable dead-letters the record being processed (value: its bytes),
+// which needed the user's stored value, bad, as unreadable_state.
+func (d *Dialer) unreadable(ctx goka.Context, bad *codec.Undecodable, what string, msg proto.Message) {
+	b, _ := proto.Marshal(msg)
+	d.dlq.Send(ctx, deadletter.ReasonUnreadableState, fmt.Sprintf("the dialer's stored value of user %q does not decode (%v): %s; "+
+		"the value is kept as it is, a Forget erases it", ctx.Key(), bad.Err, what), b)
 }
 
 func (d *Dialer) onCall(ctx goka.Context, msg any) {
@@ -251,7 +266,14 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 	}
 	// Nothing is written: a call in flight is an ivr-calls record not
 	// committed yet, and the placer holds it.
-	if st, _ := ctx.Value().(*pb.DialerState); inFlight(st, call.GetCallId()) >= 0 || record(st, call.GetCallId()) != nil {
+	st, bad := d.value(ctx)
+	switch {
+	case bad != nil:
+		// Whether the call was placed before is unknown: not placed.
+		d.cfg.Placer.Track(part, offset)
+		d.unreadable(ctx, bad, fmt.Sprintf("call %s is not placed, since the calls the value recorded are unknown", call.GetCallId()), call)
+		return
+	case inFlight(st, call.GetCallId()) >= 0 || record(st, call.GetCallId()) != nil:
 		d.cfg.Placer.Track(part, offset)
 		d.Stats.Duplicates.Add(1)
 		return

@@ -8,6 +8,7 @@ import (
 	"github.com/lovoo/goka"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/providers"
 )
@@ -64,7 +65,14 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 	} else {
 		d.Stats.Statuses.Add(1)
 	}
-	st := d.value(ctx)
+	st, bad := d.value(ctx)
+	if bad != nil {
+		d.unrecorded(ctx, s, bad)
+		return
+	}
+	if st == nil {
+		st = &pb.DialerState{}
+	}
 	r := record(st, s.GetCallId())
 	// The placer forgets the call in any case (recorded already: a status
 	// after the first one).
@@ -106,6 +114,28 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 		// Nothing new (a callback sent twice, or "initiated" after placed).
 	default:
 		d.apply(ctx, st, r, s)
+	}
+}
+
+// unrecorded handles a status of a user whose stored value does not decode
+// (bad): it is not recorded, and the value is kept as it is. The status is
+// dead-lettered as unreadable_state; the placer no longer holds the call
+// (its ivr-calls record is committed), and the result is published, a
+// final one handed to the scheduler's retries and OnFinal: the call was
+// placed, and what became of it is not lost. With no record to say so, a
+// status the provider sends twice is published twice (the scheduler's
+// retries recognize a second report of an attempt's outcome).
+func (d *Dialer) unrecorded(ctx goka.Context, s *pb.CallStatus, bad *codec.Undecodable) {
+	r := &pb.DialRecord{CallId: s.GetCallId(), TaskId: s.GetTaskId(), Attempt: s.GetAttempt()}
+	if call := d.cfg.Placer.Record(ctx.Partition(), ctx.Key(), s.GetCallId(), ctx.Offset()); call != nil {
+		r.TaskId, r.Attempt = call.GetTaskId(), call.GetAttempt()
+	}
+	d.unreadable(ctx, bad, fmt.Sprintf("the status of call %s is not recorded; its result is published", s.GetCallId()), s)
+	res := d.result(ctx, r, s, s.GetOutcome())
+	ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
+	if res.GetFinal() {
+		d.Stats.final(res.GetOutcome())
+		d.final(ctx, res)
 	}
 }
 
