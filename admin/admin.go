@@ -50,4 +50,10 @@ type User struct {
 	Partition int32           `json:"partition"`
 	Scheduler json.RawMessage `json:"scheduler,omitempty"`
 	Dialer    json.RawMessage `json:"dialer,omitempty"`
+	// SchedulerUnreadable and DialerUnreadable say why the user's stored
+	// value in that table does not decode, instead of the value: it is
+	// kept as it is (the user's calls and commands go to the dead-letter
+	// topics as unreadable_state) until a Forget erases it.
+	SchedulerUnreadable string `json:"scheduler_unreadable,omitempty"`
+	DialerUnreadable    string `json:"dialer_unreadable,omitempty"`
 }

@@ -141,6 +141,8 @@ type UserView struct {
 	UserID            string
 	Partition         int32
 	Scheduler, Dialer json.RawMessage
+	// Why a stored value does not decode (User.SchedulerUnreadable).
+	SchedulerUnreadable, DialerUnreadable string
 	// The instances asked; empty when none owns the partition.
 	SchedulerURL, DialerURL string
 }
@@ -178,9 +180,9 @@ func (c *Client) User(ctx context.Context, user string) (UserView, error) {
 		}
 		*side.url = in.URL
 		if side.dialer {
-			*side.raw = u.Dialer
+			*side.raw, v.DialerUnreadable = u.Dialer, u.DialerUnreadable
 		} else {
-			*side.raw = u.Scheduler
+			*side.raw, v.SchedulerUnreadable = u.Scheduler, u.SchedulerUnreadable
 		}
 	}
 	return v, nil

@@ -85,6 +85,8 @@ type userData struct {
 	Dialer    *pb.DialerState
 	Waiting   string // the task run now, until its call shows
 	Calls     []*pb.DialRecord
+	// Why the scheduler's or the dialer's stored value does not decode.
+	SchedulerUnreadable, DialerUnreadable string
 }
 
 type pageData struct {
@@ -115,7 +117,8 @@ func (s Source) page(w http.ResponseWriter, r *http.Request) {
 	}
 	if id := q.Get("user"); id != "" && s.User != nil {
 		v, err := s.User(ctx, id)
-		u := &userData{ID: id, Partition: v.Partition, Waiting: q.Get("waiting")}
+		u := &userData{ID: id, Partition: v.Partition, Waiting: q.Get("waiting"),
+			SchedulerUnreadable: v.SchedulerUnreadable, DialerUnreadable: v.DialerUnreadable}
 		if err != nil {
 			fail("user", err)
 		}

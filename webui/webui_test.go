@@ -31,18 +31,12 @@ func TestRunNowNeedsTheToken(t *testing.T) {
 	}{{"", "", http.StatusForbidden, false}, {"right-token", "wrong", http.StatusForbidden, true}, {"right-token", "right-token", http.StatusSeeOther, true}} {
 		src.Token = c.token
 		srv := httptest.NewServer(Handler(src))
-		resp, err := http.Get(srv.URL + "/ui/?user=u1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		page := string(body)
+		page := pageOf(t, srv.URL+"/ui/?user=u1")
 		if strings.Contains(page, "4155550123") || !strings.Contains(page, "t1") || strings.Contains(page, "run-now") != c.button {
 			t.Errorf("token %q: page shows the number, lacks the task, or the button is wrong (want %v):\n%s", c.token, c.button, page)
 		}
 		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err = client.PostForm(srv.URL+"/ui/run-now", url.Values{"user": {"u1"}, "task": {"t1"}, "token": {c.sent}})
+		resp, err := client.PostForm(srv.URL+"/ui/run-now", url.Values{"user": {"u1"}, "task": {"t1"}, "token": {c.sent}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,4 +143,38 @@ func TestPauseAndResume(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || len(changes) != 2 {
 		t.Fatalf("without a token: %s, %d changes", resp.Status, len(changes))
 	}
+}
+
+// A user whose stored values do not decode is shown so, with why, not as
+// a user without a value.
+func TestUnreadableValuesAreShown(t *testing.T) {
+	srv := httptest.NewServer(Handler(Source{User: func(ctx context.Context, id string) (admin.UserView, error) {
+		return admin.UserView{UserID: id, SchedulerUnreadable: "stored value (2 bytes) does not decode: bad wire type",
+			DialerUnreadable: "stored value (3 bytes) does not decode: bad tag"}, nil
+	}}))
+	defer srv.Close()
+	page := pageOf(t, srv.URL+"/ui/?user=u1")
+	for _, want := range []string{`id="scheduler-unreadable"`, "bad wire type", `id="dialer-unreadable"`, "bad tag", "until a Forget erases"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `id="not-found"`) {
+		t.Errorf("the user is shown as without a value:\n%s", page)
+	}
+}
+
+// pageOf returns the body of the page at u.
+func pageOf(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }

@@ -45,11 +45,15 @@ func cmdShow(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	out := map[string]any{"user_id": v.UserID, "partition": v.Partition}
 	for name, side := range map[string]struct {
-		raw json.RawMessage
-		url string
-	}{"scheduler": {v.Scheduler, v.SchedulerURL}, "dialer": {v.Dialer, v.DialerURL}} {
+		raw             json.RawMessage
+		url, unreadable string
+	}{"scheduler": {v.Scheduler, v.SchedulerURL, v.SchedulerUnreadable}, "dialer": {v.Dialer, v.DialerURL, v.DialerUnreadable}} {
 		if side.url == "" {
 			out[name] = fmt.Sprintf("no instance with a web server owns partition %d of the %s's group", v.Partition, name)
+			continue
+		}
+		if side.unreadable != "" {
+			out[name], out[name+"_instance"] = side.unreadable+" (kept as it is until a Forget erases the user)", side.url
 			continue
 		}
 		var d any

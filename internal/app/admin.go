@@ -1,6 +1,8 @@
 package app
 
 import (
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ivrsched/ivrsched/admin"
+	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/punctuation"
 	"github.com/ivrsched/ivrsched/topology"
@@ -88,7 +91,18 @@ func mountAdmin(r *mux.Router, cfg Config, run *Running, roles []*role) {
 			writeJSON(w, http.StatusOK, page)
 		})
 	}
-	r.PathPrefix("/admin/user/").HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	settle := func(st *pb.UserState) *pb.UserState { return st }
+	if run.Scheduler != nil {
+		settle = run.Scheduler.Settled
+	}
+	r.PathPrefix("/admin/user/").HandlerFunc(userHandler(get, parts, settle))
+}
+
+// userHandler answers /admin/user/<id> from the tables of the roles in get
+// (a table's Get: an error where this process does not own the user's
+// partition), the scheduler's value settled by settle.
+func userHandler(get map[string]func(string) (any, error), parts int32, settle func(*pb.UserState) *pb.UserState) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
 		id := strings.TrimPrefix(req.URL.Path, "/admin/user/")
 		if id == "" {
 			http.Error(w, "want /admin/user/<user id>", http.StatusBadRequest)
@@ -101,25 +115,37 @@ func mountAdmin(r *mux.Router, cfg Config, run *Running, roles []*role) {
 				continue
 			}
 			v, err := g(id)
-			m, ok := v.(proto.Message)
-			if err != nil || !ok {
-				continue
-			}
-			if st, ok := m.(*pb.UserState); ok && run.Scheduler != nil {
-				m = run.Scheduler.Settled(st)
-			}
-			raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 			if err != nil {
-				continue
+				continue // not owned here
 			}
+			raw, unreadable := userValue(v, settle)
 			if ro == "scheduler" {
-				u.Scheduler = raw
+				u.Scheduler, u.SchedulerUnreadable = raw, unreadable
 			} else {
-				u.Dialer = raw
+				u.Dialer, u.DialerUnreadable = raw, unreadable
 			}
 		}
 		writeJSON(w, http.StatusOK, u)
-	})
+	}
+}
+
+// userValue is a table value as protojson, or why it does not decode.
+func userValue(v any, settle func(*pb.UserState) *pb.UserState) (json.RawMessage, string) {
+	switch m := v.(type) {
+	case *codec.Undecodable:
+		return nil, fmt.Sprintf("stored value (%d bytes) does not decode: %v", len(m.GetData()), m.Err)
+	case *pb.UserState:
+		v = settle(m)
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, ""
+	}
+	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Sprintf("stored value does not encode as JSON: %v", err)
+	}
+	return raw, ""
 }
 
 // upcoming pages through one partition's due index from from, reading each
