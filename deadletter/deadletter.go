@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/lovoo/goka"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/ivrsched/ivrsched/codec"
@@ -39,9 +40,22 @@ type Writer struct {
 // Edge declares the dead-letter topic as an output of a group graph.
 func (w *Writer) Edge() goka.Edge { return goka.Output(w.Topic, new(codec.DeadLetter)) }
 
+// Value is the value to keep in a dead letter for msg, a record's decoded
+// value: the bytes of an undecodable record (*codec.Undecodable), or the
+// message encoded again.
+func Value(msg any) []byte {
+	switch m := msg.(type) {
+	case *codec.Undecodable:
+		return m.Data
+	case proto.Message:
+		b, _ := proto.Marshal(m)
+		return b
+	}
+	return nil
+}
+
 // Send writes the record being processed to the dead-letter topic. value is
-// the record's value: the bytes of an undecodable record, or the re-encoded
-// message.
+// the record's value (Value).
 func (w *Writer) Send(ctx goka.Context, reason Reason, detail string, value []byte) {
 	w.SendKey(ctx, ctx.Key(), reason, detail, value)
 }

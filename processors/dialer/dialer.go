@@ -35,7 +35,6 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
@@ -235,10 +234,9 @@ func (d *Dialer) value(ctx goka.Context) (*pb.DialerState, *codec.Undecodable) {
 
 // unreadable dead-letters the record being processed (value: its bytes),
 // which needed the user's stored value, bad, as unreadable_state.
-func (d *Dialer) unreadable(ctx goka.Context, bad *codec.Undecodable, what string, msg proto.Message) {
-	b, _ := proto.Marshal(msg)
+func (d *Dialer) unreadable(ctx goka.Context, bad *codec.Undecodable, what string, msg any) {
 	d.dlq.Send(ctx, deadletter.ReasonUnreadableState, fmt.Sprintf("the dialer's stored value of user %q does not decode (%v): %s; "+
-		"the value is kept as it is, a Forget erases it", ctx.Key(), bad.Err, what), b)
+		"the value is kept as it is, a Forget erases it", ctx.Key(), bad.Err, what), deadletter.Value(msg))
 }
 
 func (d *Dialer) onCall(ctx goka.Context, msg any) {
@@ -252,8 +250,7 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 	case call.GetCallId() == "":
 		d.cfg.Placer.Track(part, offset)
 		d.Stats.Invalid.Add(1)
-		b, _ := proto.Marshal(call)
-		d.dlq.Send(ctx, deadletter.ReasonMissingCallID, "an IVRCall needs a call id", b)
+		d.dlq.Send(ctx, deadletter.ReasonMissingCallID, "an IVRCall needs a call id", deadletter.Value(call))
 		return
 	}
 	if call.GetUserId() == "" {
@@ -297,8 +294,7 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 // undecodable dead-letters a record that did not decode.
 func (d *Dialer) undecodable(ctx goka.Context, msg any) {
 	d.Stats.Invalid.Add(1)
-	u, _ := msg.(*codec.Undecodable)
-	d.dlq.Send(ctx, deadletter.ReasonUndecodable, fmt.Sprint(msg), u.GetData())
+	d.dlq.Send(ctx, deadletter.ReasonUndecodable, fmt.Sprint(msg), deadletter.Value(msg))
 }
 
 // inFlight is the index of a call in flight in st, or -1.

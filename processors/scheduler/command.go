@@ -8,7 +8,6 @@ import (
 	_ "time/tzdata" // time zones validate the same on every host
 
 	"github.com/lovoo/goka"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -162,20 +161,7 @@ func (s *Scheduler) rejectRecord(ctx goka.Context, msg any, err error) {
 	if errors.As(err, &re) {
 		reason, detail = re.Reason, re.Detail
 	}
-	s.dlq.Send(ctx, reason, detail, rawValue(msg))
-}
-
-// rawValue is the value to keep in a dead letter: the undecodable bytes, or
-// the message encoded again.
-func rawValue(msg any) []byte {
-	switch m := msg.(type) {
-	case *codec.Undecodable:
-		return m.Data
-	case proto.Message:
-		b, _ := proto.Marshal(m)
-		return b
-	}
-	return nil
+	s.dlq.Send(ctx, reason, detail, deadletter.Value(msg))
 }
 
 // onboard applies an Onboard to the user's value. first is a user with no

@@ -114,7 +114,7 @@ func (s *Scheduler) dropTask(ctx goka.Context, t *pb.Task, err error) {
 		reason, detail = re.Reason, re.Detail
 	}
 	s.Stats.Invalid.Add(1)
-	s.dlq.Send(ctx, reason, "follow-up not called: "+detail, rawValue(t))
+	s.dlq.Send(ctx, reason, "follow-up not called: "+detail, deadletter.Value(t))
 }
 
 // splitFired splits a user's pending follow-ups into those still pending
