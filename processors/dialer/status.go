@@ -66,35 +66,30 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 		d.Stats.Statuses.Add(1)
 	}
 	st, bad := d.value(ctx)
-	if bad != nil {
-		d.unrecorded(ctx, s, bad)
-		return
-	}
 	if st == nil {
 		st = &pb.DialerState{}
 	}
 	r := record(st, s.GetCallId())
 	// The placer forgets the call in any case (recorded already: a status
 	// after the first one).
-	if call := d.first(ctx, st, s); r == nil {
-		if call != nil {
-			r = &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt()}
-			st.Calls = append(st.Calls, r)
-			if n := len(st.Calls) - d.cfg.History; n > 0 {
-				st.Calls = append(st.Calls[:0:0], st.Calls[n:]...)
-			}
-			d.apply(ctx, st, r, s)
-			return
-		}
-	}
+	call := d.first(ctx, st, s)
 	switch {
+	case bad != nil:
+		d.unrecorded(ctx, s, call, bad)
+	case r == nil && call != nil:
+		r = &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt()}
+		st.Calls = append(st.Calls, r)
+		if n := len(st.Calls) - d.cfg.History; n > 0 {
+			st.Calls = append(st.Calls[:0:0], st.Calls[n:]...)
+		}
+		d.apply(ctx, st, r, s)
 	case r == nil:
 		// The user was forgotten while the call was placed, the call is
 		// older than the user's history, or its answer replayed after a
 		// crash before the call did: publish, record nothing. The
 		// placement's answer says which follow-up it answers.
 		d.Stats.Unknown.Add(1)
-		ctx.Emit(d.cfg.Topics.Results, ctx.Key(), d.result(ctx, &pb.DialRecord{CallId: s.GetCallId(), TaskId: s.GetTaskId(), Attempt: s.GetAttempt()}, s, s.GetOutcome()))
+		ctx.Emit(d.cfg.Topics.Results, ctx.Key(), d.result(ctx, named(s), s, s.GetOutcome()))
 	case ctx.Offset() <= r.GetStatusOffset():
 		d.cfg.Logger.Info("status replayed after a restart; its result is published again", "call_id", s.GetCallId(), "offset", ctx.Offset())
 		res := d.result(ctx, r, s, d.outcome(r, s))
@@ -117,17 +112,24 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 	}
 }
 
+// named is the record of the call a status names, for a status recorded
+// nowhere: the placement's answer carries the call's task and attempt.
+func named(s *pb.CallStatus) *pb.DialRecord {
+	return &pb.DialRecord{CallId: s.GetCallId(), TaskId: s.GetTaskId(), Attempt: s.GetAttempt()}
+}
+
 // unrecorded handles a status of a user whose stored value does not decode
 // (bad): it is not recorded, and the value is kept as it is. The status is
 // dead-lettered as unreadable_state; the placer no longer holds the call
-// (its ivr-calls record is committed), and the result is published, a
-// final one handed to the scheduler's retries and OnFinal: the call was
-// placed, and what became of it is not lost. With no record to say so, a
-// status the provider sends twice is published twice (the scheduler's
-// retries recognize a second report of an attempt's outcome).
-func (d *Dialer) unrecorded(ctx goka.Context, s *pb.CallStatus, bad *codec.Undecodable) {
-	r := &pb.DialRecord{CallId: s.GetCallId(), TaskId: s.GetTaskId(), Attempt: s.GetAttempt()}
-	if call := d.cfg.Placer.Record(ctx.Partition(), ctx.Key(), s.GetCallId(), ctx.Offset()); call != nil {
+// (first released it, call if it held it: its ivr-calls record is
+// committed), and the result is published, a final one handed to the
+// scheduler's retries and OnFinal: the call was placed, and what became of
+// it is not lost. With no record to say so, a status the provider sends
+// twice is published twice (the scheduler's retries recognize a second
+// report of an attempt's outcome).
+func (d *Dialer) unrecorded(ctx goka.Context, s *pb.CallStatus, call *pb.IVRCall, bad *codec.Undecodable) {
+	r := named(s)
+	if call != nil {
 		r.TaskId, r.Attempt = call.GetTaskId(), call.GetAttempt()
 	}
 	d.unreadable(ctx, bad, fmt.Sprintf("the status of call %s is not recorded; its result is published", s.GetCallId()), s)
