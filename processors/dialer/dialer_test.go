@@ -219,12 +219,8 @@ func TestInvalidCallsAreSkipped(t *testing.T) {
 		t.Fatalf("invalid %d, provider %v", h.d.Stats.Invalid.Load(), rec.seen())
 	}
 	var reasons []string
-	for {
-		_, v, ok := dlq.Next()
-		if !ok {
-			break
-		}
-		reasons = append(reasons, v.(*pb.DeadLetter).GetReason())
+	for _, dl := range deadLetters(t, dlq) {
+		reasons = append(reasons, dl.GetReason())
 	}
 	if !slices.Equal(reasons, []string{"undecodable", "missing_call_id", "undecodable"}) {
 		t.Fatalf("dead letters %v", reasons)

@@ -20,6 +20,7 @@ var garbage = []byte{0x0f, 0xff, 0xff}
 
 func (h *harness) raw(user string) any { return h.tt.TableValue(h.topics.DialerTable(), user) }
 
+// deadLetters returns the dead letters q has not returned yet.
 func deadLetters(t *testing.T, q *tester.QueueTracker) []*pb.DeadLetter {
 	t.Helper()
 	var out []*pb.DeadLetter
