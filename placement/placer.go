@@ -144,6 +144,9 @@ type Stats struct {
 	// Resubmitted: calls found in flight in values written by earlier
 	// versions when a partition came.
 	Resubmitted atomic.Int64
+	// Unreadable: values that listed calls in flight but did not decode
+	// when a partition came (their calls are not placed again).
+	Unreadable atomic.Int64
 }
 
 // The queue holds the calls submitted and not yet taken by a worker. A full

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -161,6 +162,17 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 // open opens and recovers a partition of the table.
 func (f *fixture) open(t testing.TB, part int32, values map[string]*pb.DialerState) storage.Storage {
 	t.Helper()
+	raw := make(map[string][]byte, len(values))
+	for user, v := range values {
+		raw[user] = enc(t, v)
+	}
+	return f.openRaw(t, part, raw)
+}
+
+// openRaw opens partition part of the table with the values given as
+// Goka's restore would write them.
+func (f *fixture) openRaw(t testing.TB, part int32, values map[string][]byte) storage.Storage {
+	t.Helper()
 	st, err := f.build(table, part)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +181,7 @@ func (f *fixture) open(t testing.TB, part int32, values map[string]*pb.DialerSta
 		t.Fatal(err)
 	}
 	for user, v := range values { // Goka's restore
-		if err := st.Set(user, enc(t, v)); err != nil {
+		if err := st.Set(user, v); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -418,6 +430,39 @@ func TestPartitionPlacesItsCallsInFlightAgain(t *testing.T) {
 		if a.GetCallId() == "c" && a.GetUserId() != "u3" {
 			t.Fatalf("answer %v", a)
 		}
+	}
+}
+
+// A value that lists calls in flight but does not decode (written by an
+// earlier version, then damaged) names no call to place: the partition
+// comes all the same, places the calls the other values list, and counts
+// and logs the value, which it keeps. Failing the partition would fail
+// it at every attempt.
+func TestUnreadableValueInFlightDoesNotStopThePartition(t *testing.T) {
+	f := newFixture(t, Config{MaxInFlight: 4})
+	stores := localstore.New(t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	stores.Mark(HasInFlight)
+	f.build = f.p.StorageBuilder(stores.Builder())
+	damaged := []byte{0x12, 0x03, 0xff, 0xff, 0xff} // in_flight: an IVRCall whose first tag is cut off
+	if !HasInFlight(damaged) || proto.Unmarshal(damaged, &pb.DialerState{}) == nil {
+		t.Fatal("the damaged value must be marked and not decode")
+	}
+	var logs syncBuffer
+	f.p.cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	st := f.openRaw(t, 0, map[string][]byte{
+		"bad": damaged,
+		"u1":  enc(t, &pb.DialerState{InFlight: []*pb.IVRCall{call("u1", "a")}}),
+	})
+	defer st.Close()
+	idle(f.p)
+	if seen := f.prov.Seen(); !slices.Equal(seen, []string{"a"}) || f.p.Stats.Resubmitted.Load() != 1 || f.p.Stats.Unreadable.Load() != 1 {
+		t.Fatalf("placed again %v, resubmitted %d, unreadable %d", seen, f.p.Stats.Resubmitted.Load(), f.p.Stats.Unreadable.Load())
+	}
+	if got := logs.String(); !strings.Contains(got, "values_unreadable=1") || !strings.Contains(got, "user=bad") {
+		t.Fatalf("log: %s", got)
+	}
+	if v, err := st.Get("bad"); err != nil || !bytes.Equal(v, damaged) {
+		t.Fatalf("the damaged value is %x (%v), want it kept", v, err)
 	}
 }
 

@@ -42,8 +42,14 @@ type marking interface {
 // consumed again by the partition's next owner); MarkRecovered reads them
 // and submits them again, with their call ids: they were recorded in flight
 // before an upgrade, a crash or a rebalance and got no answer recorded
-// since. Close gives the partition up: its calls still queued are not
-// placed here (the next owner consumes them again).
+// since. A value that lists calls in flight but does not decode names no
+// call to place: it is counted (Stats.Unreadable) and logged with its user,
+// and the partition comes all the same. The value is kept as it is; the
+// dialer dead-letters the user's next call or status as unreadable_state
+// (until a Forget erases it), and the admin API shows it. Failing the
+// partition instead would fail it again at every attempt, for every user
+// of the partition. Close gives the partition up: its calls still queued
+// are not placed here (the next owner consumes them again).
 //
 // Goka calls MarkRecovered and Close on the partition's goroutine.
 type tracked struct {
@@ -58,7 +64,7 @@ func (s *tracked) MarkRecovered() error {
 		return err
 	}
 	start := time.Now()
-	calls, scanned, err := s.inFlight()
+	calls, scanned, unreadable, err := s.inFlight()
 	if err != nil {
 		return fmt.Errorf("dialer partition %d: calls in flight: %w", s.id, err)
 	}
@@ -67,24 +73,30 @@ func (s *tracked) MarkRecovered() error {
 	s.p.own(part)
 	s.p.claimed(part)
 	s.p.cfg.Logger.Info("dialer partition owned", "partition", s.id, "calls_in_flight", len(calls),
-		"values_read", scanned, "took", time.Since(start).Round(time.Millisecond))
+		"values_read", scanned, "values_unreadable", unreadable, "took", time.Since(start).Round(time.Millisecond))
 	if len(calls) > 0 {
 		s.p.resubmit(part, calls)
 	}
 	return nil
 }
 
-// inFlight returns the partition's calls in flight: with a marking store
-// it reads only the users marked, else every value.
-func (s *tracked) inFlight() (calls []*pb.IVRCall, read int, err error) {
-	add := func(user string, raw []byte) error {
+// inFlight returns the partition's calls in flight, how many values it
+// read and how many of those listed calls in flight but did not decode:
+// with a marking store it reads only the users marked, else every value.
+// An error is the store's.
+func (s *tracked) inFlight() (calls []*pb.IVRCall, read, unreadable int, err error) {
+	add := func(user string, raw []byte) {
 		read++
 		if !HasInFlight(raw) {
-			return nil
+			return
 		}
 		st := &pb.DialerState{}
 		if err := proto.Unmarshal(raw, st); err != nil {
-			return fmt.Errorf("user %q: %w", user, err)
+			unreadable++
+			s.p.Stats.Unreadable.Add(1)
+			s.p.cfg.Logger.Error("a stored value lists calls in flight but does not decode: they are not placed again, and the user's calls and statuses are dead-lettered as unreadable_state until a Forget erases it",
+				"partition", s.id, "user", user, "err", err)
+			return
 		}
 		for _, c := range st.GetInFlight() {
 			if c.GetUserId() == "" {
@@ -92,39 +104,34 @@ func (s *tracked) inFlight() (calls []*pb.IVRCall, read int, err error) {
 			}
 			calls = append(calls, c)
 		}
-		return nil
 	}
 	if m, ok := s.Storage.(marking); ok {
 		users, err := m.Marked()
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		for _, u := range users {
 			raw, err := s.Storage.Get(u)
 			if err != nil {
-				return nil, read, err
+				return nil, read, unreadable, err
 			}
-			if err := add(u, raw); err != nil {
-				return nil, read, err
-			}
+			add(u, raw)
 		}
-		return calls, read, nil
+		return calls, read, unreadable, nil
 	}
 	it, err := s.Storage.Iterator()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer it.Release()
 	for it.Next() {
 		raw, err := it.Value()
 		if err != nil {
-			return nil, read, err
+			return nil, read, unreadable, err
 		}
-		if err := add(string(it.Key()), raw); err != nil {
-			return nil, read, err
-		}
+		add(string(it.Key()), raw)
 	}
-	return calls, read, it.Err()
+	return calls, read, unreadable, it.Err()
 }
 
 func (s *tracked) Close() error {

@@ -27,6 +27,7 @@ func Dialer(d *dialer.Dialer, pl *placement.Placer) prometheus.Collector {
 		{newDesc("provider_throttled_total", help("Provider requests answered 429 (retried)"), nil), ps.TooMany.Load},
 		{newDesc("provider_server_errors_total", help("Provider requests answered 5xx (retried)"), nil), ps.ServerErrors.Load},
 		{newDesc("dialer_calls_resubmitted_total", help("Calls found in flight when a partition came to this process, and placed again"), nil), ps.Resubmitted.Load},
+		{newDesc("dialer_inflight_unreadable_total", help("Stored values that listed calls in flight but did not decode when a partition came to this process (their calls are not placed again)"), nil), ps.Unreadable.Load},
 	}
 	outcome := newDesc("dialer_outcomes_total", "Final results of calls published on ivr-results, by outcome, since the process started.", nil, "outcome")
 	inFlight := newDesc("dialer_calls_in_flight", "Calls a worker is placing now (at most --max-in-flight).", nil)
