@@ -35,10 +35,14 @@
 // same rules, in a third of the CPU; Goka's restore then has only the tail
 // left, and takes over from wherever an error stops that read.
 //
-// Reads after the restore look in the overlay, then in the values the
-// store last read from LevelDB or wrote to it (recent, a bounded cache kept
-// by the same lock), then in LevelDB: a callback mostly reads a key a
-// callback of its partition read or wrote moments before.
+// Reads after the restore look in the overlay, then in a Bloom filter of
+// the keys the store may hold (keys: a key not in it is absent), then in
+// the values the store last read from LevelDB or wrote to it (recent, a
+// bounded cache kept by the same lock), then in LevelDB: a callback mostly
+// reads a key a callback of its partition read or wrote moments before,
+// or one the store never held (a new user). A store that opens empty
+// builds the filter from its restore; one that opens with data, from a
+// snapshot of its LevelDB after the restore, in the background (scanKeys).
 //
 // A store can also mark keys (Stores.Mark): it keeps the keys whose value a
 // Marker accepts in an index of their own, written to LevelDB in the same
@@ -321,10 +325,20 @@ type store struct {
 	// store that began empty. MarkRecovered stamps the time of the end of
 	// the restore.
 	restoreStamp time.Time
-	// restoredKeys holds the keys set during a restore that began with an empty
-	// database (nil otherwise, and once recovered): a tombstone of a key
-	// not in it deletes nothing and is not written.
-	restoredKeys *keyFilter
+	// keys holds every key the store may have, in LevelDB or the overlay
+	// (nil: not known). A store that opens empty starts it empty, and its
+	// restore and then its writes add to it: a restored tombstone of a key
+	// not in it deletes nothing and is not written, and after the restore
+	// a read of such a key needs no LevelDB Get. A store that opens with
+	// data has none until scanKeys has read the keys of its LevelDB, after
+	// the restore, in the background; then scanning is the filter being
+	// built, which writes add to as well. keysBuilt is the number of keys
+	// the filter had when it was built: a filter that grew past twice that
+	// (keys written and deleted since stay in it) is built again.
+	keys      *keyFilter
+	scanning  *keyFilter
+	keysBuilt int
+	scanned   chan struct{} // closed when the scan running (or last run) ends; nil: none ran
 	// offset is the changelog offset of the last record applied (restored,
 	// or acknowledged and given to the writer); -1 if none.
 	offset int64
@@ -399,7 +413,7 @@ func (s *store) Open() error {
 	s.offset, s.storedOffset, s.restoreStamp = offset, offset, stamp
 	s.batch = new(leveldb.Batch)
 	if offset < 0 { // an empty database: Goka restores the whole changelog
-		s.restoredKeys = newKeyFilter()
+		s.keys = newKeyFilter()
 	}
 	s.overlay = make(map[string]*entry)
 	s.wrote.L = &s.mu
@@ -543,10 +557,18 @@ func (s *store) Close() error {
 	close(s.stop)
 	<-s.written
 
+	s.mu.Lock()
+	s.closed = true // the scan stops at its next chunk
+	scanned := s.scanned
+	s.mu.Unlock()
+	if scanned != nil {
+		<-scanned
+	}
+
 	var errs []error
 	s.mu.Lock()
-	s.closed = true
 	s.recent = newRecent(0) // keeps nothing: a read after Close fails as before
+	s.keys, s.scanning = nil, nil
 	if err := s.writeRestored(); err != nil {
 		errs = append(errs, err)
 	}
@@ -618,6 +640,9 @@ func (s *store) lookup(key string) (value []byte, found bool, gen uint64, err er
 	}
 	if e := s.overlay[key]; e != nil {
 		return e.value, true, 0, nil
+	}
+	if s.keys != nil && !s.keys.mayHave(key) {
+		return nil, true, 0, nil
 	}
 	value, found = s.recent.get(key)
 	return value, found, s.gen, nil
@@ -693,9 +718,112 @@ func (s *store) write(key string, value []byte) error {
 		e = new(entry)
 		s.overlay[key] = e
 	}
+	if value != nil {
+		s.addKey(key)
+	}
 	e.value = value
 	e.inflight++
 	return nil
+}
+
+// addKey adds a key written to the key filters. Called with mu held.
+func (s *store) addKey(key string) {
+	if s.keys != nil && s.keys.insert(s.keys.hash(key)) && s.scanning == nil && s.keys.keys() > 2*s.keysBuilt+keysSlack {
+		s.startScan()
+	}
+	if s.scanning != nil {
+		s.scanning.insert(s.scanning.hash(key))
+	}
+}
+
+// keysSlack is how many keys a filter of the keys may gain beyond twice
+// those it was built with before it is built again (a variable for tests).
+var keysSlack = 1 << 16
+
+// scanStarts is called by scanKeys before it reads the snapshot (tests hold
+// the scan there).
+var scanStarts = func() {}
+
+// scanChunk is how many keys the scan hashes between two takes of mu.
+const scanChunk = 4096
+
+// startScan starts building the filter of the keys from a snapshot of
+// LevelDB, unless the store is closed. Called with mu held.
+func (s *store) startScan() {
+	if s.closed || s.scanning != nil {
+		return
+	}
+	f := newKeyFilter()
+	for k, e := range s.overlay { // not in the snapshot yet, or deleted there
+		if e.value != nil {
+			f.insert(f.hash(k))
+		}
+	}
+	snap, err := s.db.GetSnapshot()
+	if err != nil {
+		s.log.Warn("local store: keys not indexed; reads of absent keys go to LevelDB", "err", err)
+		return
+	}
+	s.scanning = f
+	done := make(chan struct{})
+	s.scanned = done
+	go s.scanKeys(f, snap, done)
+}
+
+// scanKeys adds the keys of snap to f, then makes f the store's filter of
+// its keys: every key written since the snapshot was added to f by write.
+// Close stops it. An error leaves the store without a filter (or with the
+// one it had): reads then go to LevelDB.
+func (s *store) scanKeys(f *keyFilter, snap *leveldb.Snapshot, done chan struct{}) {
+	defer close(done)
+	defer snap.Release()
+	scanStarts()
+	start := time.Now()
+	it := snap.NewIterator(nil, &opt.ReadOptions{DontFillCache: true})
+	defer it.Release()
+	hashes := make([]uint64, 0, scanChunk)
+	add := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, h := range hashes {
+			f.insert(h)
+		}
+		hashes = hashes[:0]
+		return s.scanning == f && !s.closed
+	}
+	n := 0
+	for it.Next() {
+		k := it.Key()
+		if isInternal(k) {
+			continue
+		}
+		hashes = append(hashes, f.hashBytes(k))
+		n++
+		if len(hashes) == scanChunk && !add() {
+			return
+		}
+	}
+	if !add() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scanning = nil
+	if err := it.Error(); err != nil {
+		s.log.Warn("local store: keys not indexed; reads of absent keys go to LevelDB", "err", err)
+		if s.keys != nil { // the filter being replaced is still whole: built again after it doubles again
+			s.keysBuilt = s.keys.keys()
+		}
+		return
+	}
+	s.keys, s.keysBuilt = f, f.keys()
+	s.log.Debug("local store keys indexed", "keys", n, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// isInternal says whether a LevelDB key is the store's own (the offset, a
+// mark), not a table key.
+func isInternal(k []byte) bool {
+	return string(k) == OffsetKey || (len(k) >= len(MarkPrefix) && string(k[:len(MarkPrefix)]) == MarkPrefix)
 }
 
 // restore applies a restored record (a delete if value is nil), from
@@ -707,12 +835,12 @@ func (s *store) restore(key string, value []byte) error {
 	s.stores.restored.Add(1)
 	s.unwritten++
 	switch {
-	case s.restoredKeys == nil:
+	case s.keys == nil:
 		s.put(s.batch, key, value)
 	case value != nil:
-		s.restoredKeys.add(key)
+		s.keys.insert(s.keys.hash(key))
 		s.put(s.batch, key, value)
-	case s.restoredKeys.mayHave(key):
+	case s.keys.mayHave(key):
 		s.put(s.batch, key, nil)
 	default:
 		// A tombstone of a key this restore into an empty
@@ -924,7 +1052,11 @@ func (s *store) MarkRecovered() error {
 	}
 	s.recovered.Store(true)
 	s.gen++ // a read that began during the restore keeps nothing (remember)
-	s.restoredKeys = nil
+	if s.keys == nil {
+		s.startScan()
+	} else {
+		s.keysBuilt = s.keys.keys()
+	}
 	s.log.Info("local store recovered", "records_restored", s.restored, "tombstones_skipped", s.skipped, "offset", s.offset,
 		"took", time.Since(s.opened).Round(time.Millisecond))
 	return nil

@@ -52,12 +52,7 @@ func TestReadsKeepWhatTheStoreLastReadOrWrote(t *testing.T) {
 	defer mustClose(t, st)
 	restore(t, st, 0, "a", "a0", "b", "b0")
 	s := st.(*store)
-	under := func(key, value string) {
-		t.Helper()
-		if err := s.db.Put([]byte(key), []byte(value), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	under := func(key, value string) { t.Helper(); putUnder(t, s, key, value) }
 
 	if got := mustGet(t, st, "a"); got != "a0" {
 		t.Fatalf("Get(a) = %s, want a0", got)
@@ -99,7 +94,7 @@ func TestReadRacingAWriteKeepsNothing(t *testing.T) {
 	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
 	st := f.open(t, "table", 0)
 	defer mustClose(t, st)
-	restore(t, st, 0, "a", "a0")
+	restore(t, st, 0, "a", "a0", "b", "b0")
 	s := st.(*store)
 
 	_, found, gen, err := s.lookup("a")
