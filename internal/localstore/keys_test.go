@@ -27,6 +27,17 @@ func waitScan(s *store) {
 	}
 }
 
+// restored is a store of a fixture opened empty and restored with kv
+// (key, value, ...), closed when the test ends.
+func restored(t *testing.T, kv ...string) (*fixture, storage.Storage, *store) {
+	t.Helper()
+	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	t.Cleanup(func() { mustClose(t, st) })
+	restore(t, st, 0, kv...)
+	return f, st, st.(*store)
+}
+
 // putUnder writes a value into the store's LevelDB behind its back, as
 // nothing in the product does.
 func putUnder(t *testing.T, s *store, key, value string) {
@@ -40,11 +51,7 @@ func putUnder(t *testing.T, s *store, key, value string) {
 // never wrote is answered without LevelDB. A key put into LevelDB behind
 // the store's back shows it: the filter says it is absent.
 func TestAbsentKeysAreAnsweredByTheFilter(t *testing.T) {
-	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
-	st := f.open(t, "table", 0)
-	defer mustClose(t, st)
-	restore(t, st, 0, "a", "a0", "gone", "g0")
-	s := st.(*store)
+	f, st, s := restored(t, "a", "a0", "gone", "g0")
 	putUnder(t, s, "ghost", "boo")
 	if got := mustGet(t, st, "ghost"); got != "<nil>" {
 		t.Fatalf("Get(ghost) = %s: a key the store never wrote was read from LevelDB", got)
@@ -106,11 +113,7 @@ func TestKeyFilterIsBuiltAgainWhenItDoubles(t *testing.T) {
 	old := keysSlack
 	keysSlack = 4
 	t.Cleanup(func() { keysSlack = old })
-	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
-	st := f.open(t, "table", 0)
-	defer mustClose(t, st)
-	restore(t, st, 0, "a", "a0")
-	s := st.(*store)
+	f, st, s := restored(t, "a", "a0")
 	off := int64(10)
 	ack := func(e int) {
 		f.fake.ack(e, 0, off)

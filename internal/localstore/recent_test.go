@@ -47,11 +47,7 @@ func TestRecentDropsLeastRecentlyUsedPastItsBudget(t *testing.T) {
 // product does) still reads as the store knew it, until a write of the key
 // is acknowledged. Overwrites and deletes are seen at once.
 func TestReadsKeepWhatTheStoreLastReadOrWrote(t *testing.T) {
-	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
-	st := f.open(t, "table", 0)
-	defer mustClose(t, st)
-	restore(t, st, 0, "a", "a0", "b", "b0")
-	s := st.(*store)
+	f, st, s := restored(t, "a", "a0", "b", "b0")
 	under := func(key, value string) { t.Helper(); putUnder(t, s, key, value) }
 
 	if got := mustGet(t, st, "a"); got != "a0" {
@@ -91,11 +87,7 @@ func TestReadsKeepWhatTheStoreLastReadOrWrote(t *testing.T) {
 // LevelDB may have had the value before the write, and the writer keeps the
 // write's when it is acknowledged.
 func TestReadRacingAWriteKeepsNothing(t *testing.T) {
-	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
-	st := f.open(t, "table", 0)
-	defer mustClose(t, st)
-	restore(t, st, 0, "a", "a0", "b", "b0")
-	s := st.(*store)
+	f, st, s := restored(t, "a", "a0", "b", "b0")
 
 	_, found, gen, err := s.lookup("a")
 	if err != nil || found {
