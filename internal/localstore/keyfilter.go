@@ -50,20 +50,15 @@ func probes(h uint64) (h1, h2 uint64) {
 	return h, (h>>32 | h<<32) | 1
 }
 
-func (f *keyFilter) add(key string) { f.addHash(f.hash(key)) }
+// add adds key unless the filter may have it already (a key written again
+// and again does not grow the filter), and says whether it did.
+func (f *keyFilter) add(key string) bool { return f.insert(f.hash(key)) }
 
-// insert adds the key of hash h unless the filter may have it already (a
-// key written again and again does not grow the filter), and says whether
-// it did.
+// insert is add for the key of hash h.
 func (f *keyFilter) insert(h uint64) bool {
 	if f.mayHaveHash(h) {
 		return false
 	}
-	f.addHash(h)
-	return true
-}
-
-func (f *keyFilter) addHash(h uint64) {
 	if len(f.parts) == 0 || f.parts[len(f.parts)-1].keys >= f.parts[len(f.parts)-1].size {
 		size := bloomFirstSize
 		if len(f.parts) > 0 {
@@ -79,6 +74,7 @@ func (f *keyFilter) addHash(h uint64) {
 		p.bits[b/64] |= 1 << (b % 64)
 	}
 	p.keys++
+	return true
 }
 
 // mayHave reports whether key may have been added: always if it was.

@@ -628,8 +628,9 @@ func (s *store) ClosedClean() (offset int64, ok bool) {
 	return s.cleanAt, s.cleanAt >= 0
 }
 
-// lookup returns the value a key has in the overlay, or else the one
-// LevelDB had when it was last read or written (recent), if it has one
+// lookup returns the value a key has in the overlay, or else nothing if
+// the filter of the keys says the store does not hold the key, or else the
+// one LevelDB had when it was last read or written (recent), if it has one
 // there, and the count of writes to pass to remember. During the restore
 // it writes the restored records first.
 func (s *store) lookup(key string) (value []byte, found bool, gen uint64, err error) {
@@ -728,11 +729,11 @@ func (s *store) write(key string, value []byte) error {
 
 // addKey adds a key written to the key filters. Called with mu held.
 func (s *store) addKey(key string) {
-	if s.keys != nil && s.keys.insert(s.keys.hash(key)) && s.scanning == nil && s.keys.keys() > 2*s.keysBuilt+keysSlack {
+	if s.keys != nil && s.keys.add(key) && s.scanning == nil && s.keys.keys() > 2*s.keysBuilt+keysSlack {
 		s.startScan()
 	}
 	if s.scanning != nil {
-		s.scanning.insert(s.scanning.hash(key))
+		s.scanning.add(key)
 	}
 }
 
@@ -756,7 +757,7 @@ func (s *store) startScan() {
 	f := newKeyFilter()
 	for k, e := range s.overlay { // not in the snapshot yet, or deleted there
 		if e.value != nil {
-			f.insert(f.hash(k))
+			f.add(k)
 		}
 	}
 	snap, err := s.db.GetSnapshot()
@@ -791,14 +792,12 @@ func (s *store) scanKeys(f *keyFilter, snap *leveldb.Snapshot, done chan struct{
 		hashes = hashes[:0]
 		return s.scanning == f && !s.closed
 	}
-	n := 0
 	for it.Next() {
 		k := it.Key()
 		if isInternal(k) {
 			continue
 		}
 		hashes = append(hashes, f.hashBytes(k))
-		n++
 		if len(hashes) == scanChunk && !add() {
 			return
 		}
@@ -817,7 +816,7 @@ func (s *store) scanKeys(f *keyFilter, snap *leveldb.Snapshot, done chan struct{
 		return
 	}
 	s.keys, s.keysBuilt = f, f.keys()
-	s.log.Debug("local store keys indexed", "keys", n, "took", time.Since(start).Round(time.Millisecond))
+	s.log.Debug("local store keys indexed", "keys", s.keysBuilt, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // isInternal says whether a LevelDB key is the store's own (the offset, a
@@ -838,7 +837,7 @@ func (s *store) restore(key string, value []byte) error {
 	case s.keys == nil:
 		s.put(s.batch, key, value)
 	case value != nil:
-		s.keys.insert(s.keys.hash(key))
+		s.keys.add(key)
 		s.put(s.batch, key, value)
 	case s.keys.mayHave(key):
 		s.put(s.batch, key, nil)
