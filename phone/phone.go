@@ -5,7 +5,8 @@
 // It replaces a syntax-only E.164 check: +15555550100 has the shape of an
 // E.164 number, but no such area code exists. A number the plan rejects
 // gets an *InvalidError whose Reason says why, for the scheduler's
-// dead letter (reason invalid_phone).
+// dead letter (reason invalid_phone). So do the number types no automated
+// call may dial: premium-rate, shared-cost, personal and UAN numbers.
 //
 // The functions are safe for concurrent use.
 package phone
@@ -108,6 +109,9 @@ func parse(s string) (Number, error) {
 	if e := phonenumbers.Format(num, phonenumbers.E164); e != s {
 		return invalid("not in canonical E.164 form (no national trunk prefix): write %s", e)
 	}
+	if why, ok := refusedTypes[phonenumbers.GetNumberType(num)]; ok {
+		return invalid("%s, which an automated call must not dial", why)
+	}
 	region := phonenumbers.GetRegionCodeForNumber(num)
 	var zones []string
 	if tzs, err := phonenumbers.GetTimezonesForNumber(num); err == nil {
@@ -118,6 +122,18 @@ func parse(s string) (Number, error) {
 		}
 	}
 	return Number{E164: s, Region: region, Zones: zones}, nil
+}
+
+// refusedTypes are the number types no follow-up call goes to, and why:
+// the caller pays a premium or a share of the cost, or the number is
+// forwarded to wherever whoever rents it chooses (personal numbers, +44
+// 70; UAN numbers). An onboarding command is an instruction to dial, and
+// the operator's account pays.
+var refusedTypes = map[phonenumbers.PhoneNumberType]string{
+	phonenumbers.PREMIUM_RATE:    "a premium-rate number",
+	phonenumbers.SHARED_COST:     "a shared-cost number",
+	phonenumbers.PERSONAL_NUMBER: "a personal (forwarding) number",
+	phonenumbers.UAN:             "a UAN (universal access) number",
 }
 
 // The parse cache: numbers repeat (every command of a user carries the

@@ -147,3 +147,29 @@ func ExampleParse() {
 	// DE [Europe/Berlin] <nil>
 	// phone "+15555550100": not a number of the numbering plan of country code +1 (no such area code or number range)
 }
+
+// Numbers charged to the caller, or routed to anyone who rents them, are
+// no destination for an automated call: premium-rate, shared-cost,
+// personal (+44 70) and UAN numbers.
+func TestParseRefusesCostlyNumberTypes(t *testing.T) {
+	for in, reason := range map[string]string{
+		"+19005550199":   "premium-rate",
+		"+448712345678":  "premium-rate",
+		"+33891123456":   "premium-rate",
+		"+4918012345678": "shared-cost",
+		"+447011111111":  "personal",
+		"+445512345678":  "UAN",
+		"+443001234567":  "UAN",
+	} {
+		_, err := Parse(in)
+		var inv *InvalidError
+		if !errors.As(err, &inv) || !strings.Contains(inv.Reason, reason) {
+			t.Errorf("Parse(%q): %v, want an *InvalidError that says %s", in, err, reason)
+		}
+	}
+	for _, in := range []string{"+14155550142", "+4915112345678", "+18005551234", "+447400123456"} {
+		if _, err := Parse(in); err != nil {
+			t.Errorf("Parse(%q): %v", in, err)
+		}
+	}
+}
