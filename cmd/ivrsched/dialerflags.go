@@ -30,6 +30,9 @@ type dialerFlags struct {
 	twilioAPI         string
 	twilioScriptURL   string
 	twilioAMD         string
+
+	inlineScripts  bool
+	scriptURLHosts string
 }
 
 func (d *dialerFlags) register(fs *flag.FlagSet) {
@@ -43,7 +46,9 @@ func (d *dialerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.twilioFrom, "twilio-from", "", "twilio: the caller id, a Twilio number in E.164 form like +14155550100")
 	fs.StringVar(&d.twilioCredentials, "twilio-credentials", "", "twilio: a file with TWILIO_ACCOUNT_SID=... and TWILIO_AUTH_TOKEN=... lines (default: those environment variables)")
 	fs.StringVar(&d.twilioAPI, "twilio-api", twilio.DefaultAPI, "twilio: base URL of the Calls API (or of a compatible one)")
-	fs.StringVar(&d.twilioScriptURL, "twilio-script-url", "", "twilio: TwiML URL of a script named by its action, {script} replaced by the name, e.g. https://ivr.example.com/twiml/{script} (a script that is a URL or TwiML is used as is)")
+	fs.StringVar(&d.twilioScriptURL, "twilio-script-url", "", "twilio: TwiML URL of a script named by its action, {script} replaced by the name, e.g. https://ivr.example.com/twiml/{script}")
+	fs.BoolVar(&d.inlineScripts, "allow-inline-scripts", false, "pass on a script that is TwiML itself (\"<Response>…\"): whoever writes to the onboarding topic then chooses what the calls say and whom they dial; URLs in it must be on --script-url-hosts (default: a script is a name only)")
+	fs.StringVar(&d.scriptURLHosts, "script-url-hosts", "", "comma-separated hosts (host or host:port) of the https URLs a script may be, used as is (default: none, a script is a name only)")
 	fs.StringVar(&d.twilioAMD, "twilio-amd", "off", "twilio: answering-machine detection: off, enable or detect-message-end")
 }
 
@@ -90,6 +95,10 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 	if d.provider != "webhook" && d.webhookURL != "" {
 		return badFlag("webhook-url", "set, but --provider is %s; add --provider webhook", d.provider)
 	}
+	scripts, err := d.scripts()
+	if err != nil {
+		return err
+	}
 	client := providers.HTTPClient(d.maxInFlight)
 	base := strings.TrimRight(d.publicURL, "/")
 	switch d.provider {
@@ -100,7 +109,7 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 			return err
 		}
 		secret := []byte(getenv(webhookSecretEnv))
-		wh := &webhook.Webhook{URL: d.webhookURL, Secret: secret, Client: client}
+		wh := &webhook.Webhook{URL: d.webhookURL, Secret: secret, Scripts: scripts, Client: client}
 		if d.publicURL != "" {
 			if len(secret) == 0 {
 				return badFlag("public-url", "the webhook's status callbacks are signed with $%s, which is not set", webhookSecretEnv)
@@ -110,8 +119,7 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 		}
 		cfg.Provider = wh
 	case "twilio":
-		tc := twilio.Config{From: d.twilioFrom, API: d.twilioAPI, PublicURL: d.publicURL, ScriptURL: d.twilioScriptURL, Client: client}
-		var err error
+		tc := twilio.Config{From: d.twilioFrom, API: d.twilioAPI, PublicURL: d.publicURL, ScriptURL: d.twilioScriptURL, Scripts: scripts, Client: client}
 		if tc.AccountSID, tc.AuthToken, err = twilio.LoadCredentials(d.twilioCredentials, getenv); err != nil {
 			name := "provider"
 			if d.twilioCredentials != "" {
@@ -157,4 +165,20 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 	cfg.CallTimeout, cfg.CallDeadline = d.callTimeout, d.callDeadline
 	cfg.MaxInFlight, cfg.CPS = d.maxInFlight, d.cps
 	return nil
+}
+
+// scripts reads --allow-inline-scripts and --script-url-hosts.
+func (d *dialerFlags) scripts() (providers.Scripts, error) {
+	s := providers.Scripts{Inline: d.inlineScripts}
+	for _, h := range strings.Split(d.scriptURLHosts, ",") {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if h == "" {
+			continue
+		}
+		if u, err := url.Parse("https://" + h); err != nil || u.Host != h || u.Hostname() == "" {
+			return s, badFlag("script-url-hosts", "%q is not a host; want names like ivr.example.com or ivr.example.com:8443, without https:// or a path", h)
+		}
+		s.URLHosts = append(s.URLHosts, h)
+	}
+	return s, nil
 }

@@ -3,8 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ivrsched/ivrsched/internal/app"
+	"github.com/ivrsched/ivrsched/providers/webhook"
 )
 
 func TestDialerFlagErrors(t *testing.T) {
@@ -34,6 +40,7 @@ func TestDialerFlagErrors(t *testing.T) {
 		{true, []string{"dialer", "--provider", "twilio", "--twilio-from", "+14155550100", "--cps", "1"}, "--public-url: required with --provider twilio"},
 		{true, []string{"dialer", "--provider", "twilio", "--http", "127.0.0.1:0", "--twilio-from", "+14155550100", "--public-url", "https://ivr.example"}, "--cps: required with --provider twilio"},
 		{true, append(twilio, "--twilio-amd", "maybe"), `--twilio-amd: "maybe"`},
+		{false, []string{"dialer", "--script-url-hosts", "ivr.example,https://evil.example/x"}, `--script-url-hosts: "https://evil.example/x" is not a host`},
 		{true, append(twilio[:len(twilio):len(twilio)], "--twilio-from", "14155550100"), "not an E.164 number"},
 	}
 	for _, c := range cases {
@@ -50,5 +57,25 @@ func TestDialerFlagErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line containing %q", c.args, code, msg, c.want)
 		}
+	}
+}
+
+// A script is a name unless the flags allow TwiML or URLs of listed hosts;
+// the provider gets those rules.
+func TestScriptFlagsReachTheProvider(t *testing.T) {
+	var d dialerFlags
+	fs := flag.NewFlagSet("dialer", flag.ContinueOnError)
+	d.register(fs)
+	if err := fs.Parse([]string{"--provider", "webhook", "--webhook-url", "https://calls.example/ivr",
+		"--allow-inline-scripts", "--script-url-hosts", "IVR.example, scripts.example:8443"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := app.Config{Logger: slog.New(slog.DiscardHandler)}
+	if err := d.apply(&cfg, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	wh, ok := cfg.Provider.(*webhook.Webhook)
+	if !ok || !wh.Scripts.Inline || !slices.Equal(wh.Scripts.URLHosts, []string{"ivr.example", "scripts.example:8443"}) {
+		t.Fatalf("provider %#v", cfg.Provider)
 	}
 }

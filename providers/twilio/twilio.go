@@ -47,9 +47,11 @@ type Config struct {
 	PublicURL string
 	// ScriptURL is the TwiML URL of a script named by its action's
 	// ivr_script, with {script} replaced by the name (query-escaped), e.g.
-	// https://ivr.example.com/twiml/{script}. An ivr_script that is itself
-	// an http(s) URL is used as is; one that starts with "<" is TwiML.
+	// https://ivr.example.com/twiml/{script}.
 	ScriptURL string
+	// Scripts says whether an ivr_script may be TwiML itself ("<…") or a
+	// URL, used as is; by default it may be neither (a name only).
+	Scripts providers.Scripts
 	// MachineDetection is off (""), Enable or DetectMessageEnd; when on,
 	// detection runs asynchronously and reports to the status callback.
 	MachineDetection string
@@ -122,19 +124,27 @@ func (p *Provider) StatusCallbackURL(c *pb.IVRCall) string {
 // script says what the call plays: a TwiML URL or TwiML itself.
 func (p *Provider) script(c *pb.IVRCall) (key, value string, err error) {
 	s := strings.TrimSpace(c.GetAction().GetIvrScript())
+	kind, err := p.cfg.Scripts.Check(s)
 	switch {
-	case strings.HasPrefix(s, "<"):
+	case err != nil:
+		return "", "", fmt.Errorf("%w: %w", ErrTwilio, err)
+	case kind == providers.ScriptInline:
 		return "Twiml", s, nil
-	case strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://"):
+	case kind == providers.ScriptURL:
 		return "Url", s, nil
 	case s != "" && p.cfg.ScriptURL != "":
 		return "Url", strings.ReplaceAll(p.cfg.ScriptURL, "{script}", url.QueryEscape(s)), nil
 	}
-	return "", "", fmt.Errorf("%w: script %q is neither a URL nor TwiML, and no script URL is configured (--twilio-script-url)", ErrTwilio, s)
+	return "", "", fmt.Errorf("%w: %w: no script URL is configured (--twilio-script-url) for script %q", ErrTwilio, providers.ErrScript, s)
 }
 
-// Form is the Calls API request that places c.
+// Form is the Calls API request that places c, or why c is not placed
+// (its script or its number is refused: providers.ErrScript,
+// providers.ErrDestination).
 func (p *Provider) Form(c *pb.IVRCall) (url.Values, error) {
+	if err := providers.CheckDestination(c.GetPhone()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTwilio, err)
+	}
 	k, v, err := p.script(c)
 	if err != nil {
 		return nil, err

