@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,11 @@ import (
 // for the recipient: the windows of the recipient's zones never overlap,
 // or blackouts cover them all.
 var ErrNoOpening = errors.New("the policy allows no call")
+
+// ErrCountry means the number's region is not one of the policy's
+// Countries. An error that wraps it wraps ErrNoOpening too: the policy
+// allows no call to the recipient.
+var ErrCountry = errors.New("the destination country is not in the policy's countries")
 
 // ErrNoZone means the request has no time zone (phone.ErrNoZone): the
 // policy never falls back to UTC.
@@ -96,10 +102,14 @@ type Result struct {
 // It is a pure function of the policy and the request: the same inputs
 // give the same answer, on any instance, in a replay. It looks at most
 // Horizon past the due time and fails with ErrNoOpening beyond; a request
-// without zones fails with ErrNoZone.
+// without zones fails with ErrNoZone, one to a region not in Countries
+// with ErrCountry (and ErrNoOpening).
 func (p *Policy) Effective(r Request) (Result, error) {
 	if len(r.Zones) == 0 {
 		return Result{}, fmt.Errorf("%w: the request has no time zone", ErrNoZone)
+	}
+	if p.Countries != nil && !slices.Contains(p.Countries, r.Region) {
+		return Result{}, fmt.Errorf("%w: %w: region %q is not one of %s", ErrNoOpening, ErrCountry, r.Region, strings.Join(p.Countries, ", "))
 	}
 	c := p.rulesFor(r.Campaign)
 	limit := r.Due.Add(Horizon)

@@ -16,7 +16,7 @@ const Key = "policy"
 // Encode is the policy's canonical encoding, the value stored in
 // `ivr-policies`: the normalized document as JSON, with every field of the
 // default written out, campaigns sorted by id, days in week order (Monday
-// first), regions sorted, times "HH:MM", durations in their shortest form
+// first), regions and countries sorted, times "HH:MM", durations in their shortest form
 // (10m, 1h30m, 1d). It is itself a valid policy document: Decode (or Parse)
 // of it gives a policy with the same Version.
 func (p *Policy) Encode() []byte {
@@ -39,6 +39,7 @@ func versionOf(enc []byte) string {
 type docJSON struct {
 	Default   rulesJSON            `json:"default"`
 	Campaigns map[string]rulesJSON `json:"campaigns,omitempty"`
+	Countries []string             `json:"countries,omitempty"`
 }
 
 type rulesJSON struct {
@@ -70,7 +71,7 @@ type capJSON struct {
 }
 
 func (p *Policy) encode() ([]byte, error) {
-	doc := docJSON{Default: rulesToJSON(p.Default)}
+	doc := docJSON{Default: rulesToJSON(p.Default), Countries: p.Countries}
 	if !p.Default.Retry.Enabled() {
 		// A policy without retries keeps the version it had before retry
 		// rules existed.

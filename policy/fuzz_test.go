@@ -79,7 +79,7 @@ func FuzzEffective(f *testing.F) {
 		}
 		spread := time.Duration(spreadSec) * time.Second % MaxSpread
 		r.Spread = &spread
-		p, err := build(r, nil)
+		p, err := build(r, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

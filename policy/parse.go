@@ -79,6 +79,7 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 //	campaigns:
 //	  reminder:
 //	    open_hours: [{days: [mon, tue, wed, thu, fri], from: "09:00", to: "20:00"}]
+//	countries: [US, CA]           # omitted: every country; else only these
 //
 // Every problem is reported, each with its field's path and line and the
 // form the field accepts; an unknown field is a problem. The error is an
@@ -97,11 +98,11 @@ func Parse(data []byte) (*Policy, error) {
 		return nil, &Error{[]Problem{{Path: "(document)", Line: extra.Line, Msg: "more than one YAML document; write one"}}}
 	}
 	ps := &parser{}
-	def, campaigns := ps.document(&root)
+	def, campaigns, countries := ps.document(&root)
 	if len(ps.problems) > 0 {
 		return nil, &Error{ps.problems}
 	}
-	return build(def, campaigns)
+	return build(def, campaigns, countries)
 }
 
 type parser struct {
@@ -194,11 +195,15 @@ func join(path, key string) string {
 
 func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
-func (ps *parser) document(root *yaml.Node) (Rules, map[string]Rules) {
+func (ps *parser) document(root *yaml.Node) (Rules, map[string]Rules, []string) {
 	var def Rules
 	var campaigns map[string]Rules
-	ps.fields("", root, "a mapping with default and campaigns", map[string]func(string, *yaml.Node){
+	var countries []string
+	ps.fields("", root, "a mapping with default, campaigns and countries", map[string]func(string, *yaml.Node){
 		"default": func(path string, v *yaml.Node) { def = ps.rules(path, v) },
+		"countries": func(path string, v *yaml.Node) {
+			countries = ps.regions(path, v, "is empty: no call would be placed; leave countries out to call every country")
+		},
 		"campaigns": func(path string, v *yaml.Node) {
 			v = deref(v)
 			if v == nil || v.Kind != yaml.MappingNode {
@@ -221,7 +226,7 @@ func (ps *parser) document(root *yaml.Node) (Rules, map[string]Rules) {
 			}
 		},
 	})
-	return def, campaigns
+	return def, campaigns, countries
 }
 
 func (ps *parser) rules(path string, n *yaml.Node) Rules {
@@ -427,9 +432,11 @@ func (ps *parser) blackouts(path string, n *yaml.Node) []Blackout {
 				}
 				b.Name, haveName = v.Value, true
 			},
-			"from":    func(path string, v *yaml.Node) { b.From, haveFrom = ps.date(path, v) },
-			"to":      func(path string, v *yaml.Node) { b.To, haveTo = ps.date(path, v) },
-			"regions": func(path string, v *yaml.Node) { b.Regions = ps.regions(path, v) },
+			"from": func(path string, v *yaml.Node) { b.From, haveFrom = ps.date(path, v) },
+			"to":   func(path string, v *yaml.Node) { b.To, haveTo = ps.date(path, v) },
+			"regions": func(path string, v *yaml.Node) {
+				b.Regions = ps.regions(path, v, "is empty; leave regions out for a blackout everywhere")
+			},
 		}) {
 			continue
 		}
@@ -479,13 +486,15 @@ func (ps *parser) date(path string, n *yaml.Node) (wallclock.Date, bool) {
 	return d, true
 }
 
-func (ps *parser) regions(path string, n *yaml.Node) []string {
+// regions reads a list of region codes; empty says what is wrong with an
+// empty list.
+func (ps *parser) regions(path string, n *yaml.Node, empty string) []string {
 	items, ok := ps.sequence(path, n, "ISO 3166-1 alpha-2 region codes (US, DE, ...)")
 	if !ok {
 		return nil
 	}
 	if len(items) == 0 {
-		ps.fail(path, n, "is empty; leave regions out for a blackout everywhere")
+		ps.fail(path, n, "%s", empty)
 		return nil
 	}
 	var out []string

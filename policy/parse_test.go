@@ -148,7 +148,7 @@ func TestParseErrors(t *testing.T) {
 		name, doc string
 		want      []string // each must appear in the error
 	}{
-		{"unknown top-level field", "defaults: {}\n", []string{"defaults (line 1): unknown field; the document accepts campaigns, default"}},
+		{"unknown top-level field", "defaults: {}\n", []string{"defaults (line 1): unknown field; the document accepts campaigns, countries, default"}},
 		{"unknown rule field", "default: {open_hour: []}\n", []string{"default.open_hour (line 1): unknown field; default accepts blackouts, cap, open_hours, paused_until, retry, spread"}},
 		{"unknown field in a campaign's window", "campaigns:\n  reminder:\n    open_hours: [{days: [mon], from: \"09:00\", to: \"10:00\", tz: UTC}]\n",
 			[]string{"campaigns.reminder.open_hours[0].tz (line 3): unknown field; campaigns.reminder.open_hours[0] accepts days, from, to"}},
@@ -184,7 +184,7 @@ func TestParseErrors(t *testing.T) {
 		{"campaign not a mapping", "campaigns: [reminder]\n", []string{"campaigns (line 1): must be a mapping from campaign id"}},
 		{"campaign rules not a mapping", "campaigns: {reminder: weekdays}\n", []string{"campaigns.reminder (line 1): must be a mapping of rules"}},
 		{"campaign id with a dot", "campaigns: {\"a.b\": {spread: x}}\n", []string{`campaigns["a.b"].spread (line 1): "x" is not a duration`}},
-		{"not a mapping", "- default\n", []string{"(line 1): must be a mapping with default and campaigns"}},
+		{"not a mapping", "- default\n", []string{"(line 1): must be a mapping with default, campaigns and countries"}},
 		{"empty", "# nothing\n", []string{"(document): empty"}},
 		{"not YAML", "default: {spread: [\n", []string{"(document): not YAML or JSON"}},
 		{"two documents", "default: {}\n---\ndefault: {}\n", []string{"more than one YAML document"}},

@@ -1,7 +1,8 @@
 // Package policy is the calling policy: when a follow-up call may be placed
 // to a recipient. It holds the policy document (weekly open hours in the
 // recipient's local time, blackout dates, a frequency cap and a spread, as a
-// default and per-campaign overrides), its parser for YAML and JSON with an
+// default and per-campaign overrides, and an optional allowlist of
+// destination countries), its parser for YAML and JSON with an
 // error per invalid field, its canonical encoding for the compacted topic
 // `ivr-policies` with a version hash, and Effective, which moves a due time
 // to the first instant the policy allows.
@@ -46,6 +47,11 @@ type Policy struct {
 	// the key. An override replaces each field it sets, whole, and inherits
 	// the fields it leaves out.
 	Campaigns map[string]Rules
+	// Countries, when set, are the only regions (ISO 3166-1 alpha-2, as
+	// phone.Number.Region, sorted) whose numbers are called: a follow-up
+	// to a number of another region, or to a non-geographic number, is
+	// refused (Effective: ErrCountry). Nil: every country.
+	Countries []string
 
 	version  string
 	compiled map[string]*compiled // by campaign; "" is the default
@@ -128,7 +134,7 @@ func DefaultRules() Rules {
 // Default is the policy in force when none was set: DefaultRules for
 // every call.
 func Default() *Policy {
-	p, err := build(DefaultRules(), nil)
+	p, err := build(DefaultRules(), nil, nil)
 	if err != nil {
 		panic(err) // the default rules are valid
 	}
@@ -206,9 +212,9 @@ func (p *Policy) Retries() bool {
 
 // build makes a policy from validated rules: it fills the default's unset
 // fields, compiles each campaign's merged rules and computes the version.
-func build(def Rules, campaigns map[string]Rules) (*Policy, error) {
+func build(def Rules, campaigns map[string]Rules, countries []string) (*Policy, error) {
 	def = merge(DefaultRules(), def)
-	p := &Policy{Default: def, Campaigns: campaigns, compiled: make(map[string]*compiled, len(campaigns)+1)}
+	p := &Policy{Default: def, Campaigns: campaigns, Countries: countries, compiled: make(map[string]*compiled, len(campaigns)+1)}
 	p.compiled[""] = compile(def)
 	for name, o := range campaigns {
 		p.compiled[name] = compile(merge(def, o))
