@@ -46,9 +46,10 @@ func (e *CallbackEndpoint) Invalid(w http.ResponseWriter, want string) {
 	http.Error(w, want, http.StatusBadRequest)
 }
 
-// Publish hands a verified status to the sink and answers 204 once it is
-// stored, or 503 (send it again) if it was not.
+// Publish hands a verified status to the sink, its detail masked (Text),
+// and answers 204 once it is stored, or 503 (send it again) if it was not.
 func (e *CallbackEndpoint) Publish(w http.ResponseWriter, r *http.Request, s Status) {
+	s.Detail = Text(s.Detail)
 	if err := e.Sink.Publish(r.Context(), s); err != nil {
 		e.Stats.Failed.Add(1)
 		e.log().Error("status callback not published", "call_id", s.CallID, "err", err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/redact"
 )
 
 // Provider places phone calls.
@@ -71,15 +72,22 @@ func AsRetryable(err error) (*RetryableError, bool) {
 
 // StatusError classifies a non-2xx HTTP answer: 429 and 5xx are retryable
 // (after the answer's Retry-After, if it has one), any other status fails
-// the call. body is the start of the answer, for the message.
+// the call. body is the start of the answer, for the message, with phone
+// numbers masked (Text).
 func StatusError(resp *http.Response, body []byte, now time.Time) error {
-	msg := strings.TrimSpace(string(body[:min(len(body), 300)]))
+	msg := Text(string(body[:min(len(body), 300)]))
 	err := fmt.Errorf("status %d: %s", resp.StatusCode, msg)
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		return &RetryableError{Status: resp.StatusCode, RetryAfter: RetryAfter(resp.Header.Get("Retry-After"), now), Err: errors.New(msg)}
 	}
 	return err
 }
+
+// Text is a provider's own text (an error's message, a status's detail)
+// as ivrsched passes it on, to results, logs and pages: trimmed, with every
+// phone number masked, since a provider may quote the number it refuses
+// (Twilio's 400: "The 'To' number +1… is not a valid phone number").
+func Text(s string) string { return redact.Text(strings.TrimSpace(s)) }
 
 // RetryAfter parses an HTTP Retry-After value, seconds or an HTTP date; 0
 // if absent or unreadable.
@@ -177,7 +185,7 @@ func (p Log) Place(_ context.Context, c *pb.IVRCall) (Result, error) {
 		return res, nil // skip building the record
 	}
 	l.Info("call placed (log provider)", "call_id", c.GetCallId(), "user", c.GetUserId(), "task", c.GetTaskId(),
-		"phone", c.GetPhone(), "script", c.GetAction().GetIvrScript(), "due_at", c.GetDueAt().AsTime(),
+		"phone", redact.Phone(c.GetPhone()), "script", c.GetAction().GetIvrScript(), "due_at", c.GetDueAt().AsTime(),
 		"lateness", c.GetFiredAt().AsTime().Sub(c.GetDueAt().AsTime()))
 	return res, nil
 }

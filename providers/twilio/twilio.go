@@ -212,7 +212,7 @@ func (p *Provider) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, 
 		Status string `json:"status"`
 	}
 	if err := json.Unmarshal(body, &created); err != nil || created.SID == "" {
-		return providers.Result{}, fmt.Errorf("%w: status %d without a call sid: %.200s", ErrTwilio, resp.StatusCode, body)
+		return providers.Result{}, fmt.Errorf("%w: status %d without a call sid: %.200s", ErrTwilio, resp.StatusCode, providers.Text(string(body)))
 	}
 	return providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: created.SID, Detail: created.Status}, nil
 }

@@ -204,18 +204,11 @@ func TestStatusCallbackRoundTrip(t *testing.T) {
 // whatever address the request reached. A stale Timestamp is refused.
 func TestCallbackBehindProxyAndStale(t *testing.T) {
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	s := &sink{}
-	cb := &twilio.Callback{AuthToken: token, PublicURL: "https://ivr.example/base/",
-		CallbackEndpoint: providers.CallbackEndpoint{Sink: s, Now: func() time.Time { return now }}}
+	cb, s := endpoint("https://ivr.example/base/", now)
 	public := "https://ivr.example/base" + twilio.CallbackPath + "?call_id=c-1&user_id=u-1"
 	send := func(signedURL string, at time.Time) int {
 		f := url.Values{"CallSid": {"CA1"}, "CallStatus": {"busy"}, "Timestamp": {at.Format(time.RFC1123Z)}}
-		r := httptest.NewRequest(http.MethodPost, "http://10.0.0.5:9095"+twilio.CallbackPath+"?call_id=c-1&user_id=u-1", strings.NewReader(f.Encode()))
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		r.Header.Set(twilio.SignatureHeader, twilio.Signature(token, signedURL, f))
-		w := httptest.NewRecorder()
-		cb.ServeHTTP(w, r)
-		return w.Code
+		return serve(cb, "http://10.0.0.5:9095"+twilio.CallbackPath+"?call_id=c-1&user_id=u-1", signedURL, f)
 	}
 	if code := send(public, now.Add(-time.Minute)); code != http.StatusNoContent {
 		t.Fatalf("public URL: %d", code)
@@ -280,4 +273,37 @@ func TestScriptsAreNamesByDefault(t *testing.T) {
 	if calls := fake.Calls(); len(calls) != 0 {
 		t.Fatalf("Twilio was asked to place %v", calls)
 	}
+}
+
+// A status's ErrorMessage may quote the number, as the API's errors do:
+// the published detail masks it.
+func TestCallbackDetailIsRedacted(t *testing.T) {
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	cb, s := endpoint("https://ivr.example", now)
+	target := "https://ivr.example" + twilio.CallbackPath + "?call_id=c-1&user_id=u-1"
+	f := url.Values{"CallSid": {"CA1"}, "CallStatus": {"failed"}, "ErrorCode": {"13224"},
+		"ErrorMessage": {"The number +14155550123 is not reachable"}, "Timestamp": {now.Format(time.RFC1123Z)}}
+	if code := serve(cb, target, target, f); code != http.StatusNoContent || len(s.got) != 1 ||
+		strings.Contains(s.got[0].Detail, "+14155550123") || !strings.Contains(s.got[0].Detail, "ErrorCode=13224") {
+		t.Fatalf("%d, published %+v", code, s.got)
+	}
+}
+
+// endpoint is a callback endpoint at public whose clock says now, and the
+// sink it publishes to.
+func endpoint(public string, now time.Time) (*twilio.Callback, *sink) {
+	s := &sink{}
+	return &twilio.Callback{AuthToken: token, PublicURL: public,
+		CallbackEndpoint: providers.CallbackEndpoint{Sink: s, Now: func() time.Time { return now }}}, s
+}
+
+// serve has cb answer a callback form posted to requestURL, signed over
+// signedURL, and returns the HTTP status.
+func serve(cb *twilio.Callback, requestURL, signedURL string, f url.Values) int {
+	r := httptest.NewRequest(http.MethodPost, requestURL, strings.NewReader(f.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set(twilio.SignatureHeader, twilio.Signature(token, signedURL, f))
+	w := httptest.NewRecorder()
+	cb.ServeHTTP(w, r)
+	return w.Code
 }

@@ -128,7 +128,7 @@ func (w *Webhook) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, e
 		if a.Final != nil {
 			res.Final = *a.Final
 		}
-		res.Detail, res.ProviderCallID = a.Detail, a.ProviderCallID
+		res.Detail, res.ProviderCallID = providers.Text(a.Detail), a.ProviderCallID
 	}
 	return res, nil
 }
