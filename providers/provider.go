@@ -156,6 +156,20 @@ func IsFinal(o pb.Outcome) bool {
 	return true
 }
 
+// Progress orders the outcomes that do not end a call as a call goes
+// through them: placed (0), ringing (1), answered or machine (2). Status
+// callbacks may arrive out of order (Twilio says so); one whose progress is
+// below the status recorded for the call is older than it.
+func Progress(o pb.Outcome) int {
+	switch o {
+	case pb.Outcome_OUTCOME_RINGING:
+		return 1
+	case pb.Outcome_OUTCOME_ANSWERED, pb.Outcome_OUTCOME_MACHINE:
+		return 2
+	}
+	return 0
+}
+
 // ParseOutcome reads an Outcome name, with or without the OUTCOME_ prefix,
 // in any case, with - or _ ("no-answer", "NO_ANSWER").
 func ParseOutcome(s string) (pb.Outcome, bool) {

@@ -45,7 +45,9 @@ func (d *Dialer) Publish(ctx context.Context, s providers.Status) error {
 // longer holds it, and commits its ivr-calls record once this status's
 // writes are acknowledged. A status of a call neither holds (its user was
 // forgotten) records nothing. Each one that tells something new is
-// published as a CallResult; the final one once, and handed to OnFinal. A
+// published as a CallResult (not one older than the status recorded:
+// callbacks may arrive out of order); the final one once, and handed to
+// OnFinal. A
 // status at or below the loop offset the call's record holds is a replay
 // after a crash: the write of the record may have reached Kafka without the
 // result, so the result is published again.
@@ -107,6 +109,9 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 		}
 	case !s.GetFinal() && d.outcome(r, s) == r.GetOutcome() && (s.GetOutcome() != pb.Outcome_OUTCOME_MACHINE || r.GetMachine()):
 		// Nothing new (a callback sent twice, or "initiated" after placed).
+	case !s.GetFinal() && providers.Progress(s.GetOutcome()) < providers.Progress(r.GetOutcome()):
+		// Older than the status recorded: callbacks may arrive out of
+		// order ("initiated" after "ringing").
 	default:
 		d.apply(ctx, st, r, s)
 	}
