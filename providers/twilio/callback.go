@@ -4,7 +4,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
+	"net"
 	"net/http"
+	"net/mail"
 	"net/url"
 	"slices"
 	"strings"
@@ -51,8 +53,9 @@ func Signature(authToken, fullURL string, params url.Values) string {
 // answering-machine detection (AnsweredBy) to the URL the call was created
 // with: PublicURL + CallbackPath + ?call_id=...&user_id=... The signature is
 // checked against that URL as Twilio saw it (PublicURL, not the address a
-// proxy forwarded to). A request without a valid X-Twilio-Signature, or
-// whose Timestamp parameter is more than MaxAge away from now, gets 403 and
+// proxy forwarded to), with its default port or without, as Twilio's
+// validators accept. A request without a valid X-Twilio-Signature, or
+// whose Timestamp parameter (RFC 2822) is more than MaxAge away from now, gets 403 and
 // is counted; a verified status is published (StatusSink) before the
 // answer, 204.
 //
@@ -79,9 +82,7 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawQuery != "" {
 		full += "?" + r.URL.RawQuery
 	}
-	want := Signature(c.AuthToken, full, r.PostForm)
-	got := r.Header.Get(SignatureHeader)
-	if got == "" || !hmac.Equal([]byte(got), []byte(want)) {
+	if !signed(c.AuthToken, full, r.PostForm, r.Header.Get(SignatureHeader)) {
 		c.Refuse(w, r, "invalid or missing signature")
 		return
 	}
@@ -90,7 +91,7 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		maxAge = 10 * time.Minute
 	}
 	if ts := r.PostForm.Get("Timestamp"); ts != "" {
-		at, err := time.Parse(time.RFC1123Z, ts)
+		at, err := mail.ParseDate(ts) // RFC 2822: "Mon, 1 Jun 2026 ..." too
 		if d := c.Time().Sub(at); err != nil || d > maxAge || d < -maxAge {
 			c.Refuse(w, r, "stale or unreadable Timestamp "+ts)
 			return
@@ -104,6 +105,43 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.Publish(w, r, st)
+}
+
+// signed says whether got is Twilio's signature of a request to fullURL
+// with params: over fullURL as it is, or with its scheme's default port
+// added or removed, as Twilio's own request validators accept (what
+// Twilio signs depends on how the URL was written).
+func signed(authToken, fullURL string, params url.Values, got string) bool {
+	if got == "" {
+		return false
+	}
+	for _, u := range []string{fullURL, otherPort(fullURL)} {
+		if u != "" && hmac.Equal([]byte(got), []byte(Signature(authToken, u, params))) {
+			return true
+		}
+	}
+	return false
+}
+
+// otherPort is rawURL with its scheme's default port (443, 80) removed if
+// it has it, or added if it has no port; "" for any other URL.
+func otherPort(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	def := map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	switch port := u.Port(); {
+	case def == "":
+		return ""
+	case port == "":
+		u.Host = net.JoinHostPort(u.Hostname(), def)
+	case port == def:
+		u.Host = strings.TrimSuffix(u.Host, ":"+port)
+	default:
+		return ""
+	}
+	return u.String()
 }
 
 // status reads a callback's parameters: CallStatus, or for an

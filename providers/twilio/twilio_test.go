@@ -307,3 +307,32 @@ func serve(cb *twilio.Callback, requestURL, signedURL string, f url.Values) int 
 	cb.ServeHTTP(w, r)
 	return w.Code
 }
+
+// Twilio's own request validators accept a signature over the URL with
+// its default port added or removed, since what Twilio signed depends on
+// how the URL was configured; and Timestamp is RFC 2822, whose day may
+// have one digit.
+func TestCallbackSignaturePortAndOneDigitDay(t *testing.T) {
+	now := time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC)
+	query := twilio.CallbackPath + "?call_id=c-1&user_id=u-1"
+	form := func(status string) url.Values {
+		return url.Values{"CallSid": {"CA1"}, "CallStatus": {status}, "Timestamp": {"Mon, 1 Jun 2026 09:59:30 +0000"}}
+	}
+	cases := []struct{ public, signed string }{
+		{"https://ivr.example", "https://ivr.example:443" + query},
+		{"https://ivr.example:443", "https://ivr.example" + query},
+		{"http://127.0.0.1", "http://127.0.0.1:80" + query},
+		{"https://ivr.example:8443", "https://ivr.example:8443" + query},
+	}
+	for _, c := range cases {
+		cb, s := endpoint(c.public, now)
+		if code := serve(cb, "http://10.0.0.5:9095"+query, c.signed, form("ringing")); code != http.StatusNoContent || len(s.got) != 1 {
+			t.Errorf("public %s, signed over %s: %d, published %d", c.public, c.signed, code, len(s.got))
+		}
+	}
+	// Another port is another URL.
+	cb, _ := endpoint("https://ivr.example", now)
+	if code := serve(cb, "http://10.0.0.5:9095"+query, "https://ivr.example:8443"+query, form("busy")); code != http.StatusForbidden {
+		t.Errorf("signed over another port: %d, want 403", code)
+	}
+}
