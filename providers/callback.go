@@ -15,6 +15,8 @@ type CallbackEndpoint struct {
 	Now    func() time.Time
 	Logger *slog.Logger
 	Stats  CallbackStats
+
+	published repeats
 }
 
 // Time is the endpoint's clock's time.
@@ -48,9 +50,19 @@ func (e *CallbackEndpoint) Invalid(w http.ResponseWriter, want string) {
 
 // Publish hands a verified status to the sink, its detail masked (Text),
 // and answers 204 once it is stored, or 503 (send it again) if it was not.
+// The same status (call, outcome, final) published within RepeatWindow is
+// answered 204 and counted, not published again: a signed request replayed
+// while its signature is fresh, or a provider's retry.
 func (e *CallbackEndpoint) Publish(w http.ResponseWriter, r *http.Request, s Status) {
 	s.Detail = Text(s.Detail)
+	key := repeatKey(s)
+	if !e.published.add(key, e.Time()) {
+		e.Stats.Repeated.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if err := e.Sink.Publish(r.Context(), s); err != nil {
+		e.published.remove(key)
 		e.Stats.Failed.Add(1)
 		e.log().Error("status callback not published", "call_id", s.CallID, "err", err)
 		http.Error(w, "not stored, send it again", http.StatusServiceUnavailable)

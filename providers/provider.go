@@ -144,6 +144,7 @@ type CallbackStats struct {
 	Rejected atomic.Int64 // unsigned, badly signed or stale: 403
 	Invalid  atomic.Int64 // signed but unreadable: 400
 	Failed   atomic.Int64 // verified but not published (Kafka): 503
+	Repeated atomic.Int64 // verified, already published: 204, not again
 }
 
 // IsFinal says whether an outcome reported without saying so ends a call:

@@ -54,10 +54,13 @@ func Signature(authToken, fullURL string, params url.Values) string {
 // with: PublicURL + CallbackPath + ?call_id=...&user_id=... The signature is
 // checked against that URL as Twilio saw it (PublicURL, not the address a
 // proxy forwarded to), with its default port or without, as Twilio's
-// validators accept. A request without a valid X-Twilio-Signature, or
-// whose Timestamp parameter (RFC 2822) is more than MaxAge away from now, gets 403 and
-// is counted; a verified status is published (StatusSink) before the
-// answer, 204.
+// validators accept. A request without a valid X-Twilio-Signature, a
+// call-progress status without its Timestamp (RFC 2822), or one whose
+// Timestamp is more than MaxAge away from now, gets 403 and is counted;
+// an answering-machine result, which Twilio sends without a Timestamp, is
+// taken without. A verified status is published (StatusSink) before the
+// answer, 204; one already published is answered 204 and not published
+// again (CallbackEndpoint.Publish).
 //
 // ServeHTTP is safe for concurrent use.
 type Callback struct {
@@ -90,7 +93,11 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if maxAge <= 0 {
 		maxAge = 10 * time.Minute
 	}
-	if ts := r.PostForm.Get("Timestamp"); ts != "" {
+	switch ts := r.PostForm.Get("Timestamp"); {
+	case ts == "" && r.PostForm.Get("CallStatus") != "":
+		c.Refuse(w, r, "no Timestamp")
+		return
+	case ts != "":
 		at, err := mail.ParseDate(ts) // RFC 2822: "Mon, 1 Jun 2026 ..." too
 		if d := c.Time().Sub(at); err != nil || d > maxAge || d < -maxAge {
 			c.Refuse(w, r, "stale or unreadable Timestamp "+ts)

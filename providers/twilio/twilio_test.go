@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -335,4 +336,69 @@ func TestCallbackSignaturePortAndOneDigitDay(t *testing.T) {
 	if code := serve(cb, "http://10.0.0.5:9095"+query, "https://ivr.example:8443"+query, form("busy")); code != http.StatusForbidden {
 		t.Errorf("signed over another port: %d, want 403", code)
 	}
+}
+
+// A signed call-progress callback without Timestamp could be replayed
+// forever: it is refused. A status sent again (a replay within the age
+// Timestamp allows, or Twilio's retry) is answered 204 but published
+// once. The answering-machine result, which Twilio sends without a
+// Timestamp, is taken once.
+func TestCallbackTimestampRequiredAndRepeatsDropped(t *testing.T) {
+	now := time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC)
+	cb, s := endpoint("https://ivr.example", now)
+	target := "https://ivr.example" + twilio.CallbackPath + "?call_id=c-1&user_id=u-1"
+	ts := now.Add(-time.Minute).Format(time.RFC1123Z)
+	if code := serve(cb, target, target, url.Values{"CallSid": {"CA1"}, "CallStatus": {"ringing"}}); code != http.StatusForbidden {
+		t.Fatalf("no Timestamp: %d, want 403", code)
+	}
+	for _, f := range []url.Values{
+		{"CallSid": {"CA1"}, "CallStatus": {"ringing"}, "Timestamp": {ts}},
+		{"CallSid": {"CA1"}, "CallStatus": {"ringing"}, "Timestamp": {ts}}, // a replay
+		{"CallSid": {"CA1"}, "AnsweredBy": {"machine_start"}, "MachineDetectionDuration": {"2100"}},
+		{"CallSid": {"CA1"}, "AnsweredBy": {"machine_start"}, "MachineDetectionDuration": {"2100"}},
+		{"CallSid": {"CA1"}, "CallStatus": {"completed"}, "Timestamp": {ts}},
+		{"CallSid": {"CA1"}, "CallStatus": {"completed"}, "Timestamp": {now.Format(time.RFC1123Z)}},
+	} {
+		if code := serve(cb, target, target, f); code != http.StatusNoContent {
+			t.Fatalf("%v: %d, want 204", f, code)
+		}
+	}
+	var got []pb.Outcome
+	for _, st := range s.got {
+		got = append(got, st.Outcome)
+	}
+	want := []pb.Outcome{pb.Outcome_OUTCOME_RINGING, pb.Outcome_OUTCOME_MACHINE, pb.Outcome_OUTCOME_ANSWERED}
+	if !slices.Equal(got, want) || cb.Stats.Repeated.Load() != 3 || cb.Stats.Accepted.Load() != 3 {
+		t.Fatalf("published %v, want %v; repeated %d", got, want, cb.Stats.Repeated.Load())
+	}
+}
+
+// A status that was not stored (503) is taken when Twilio sends it again.
+func TestCallbackRepeatAfterAFailureIsTaken(t *testing.T) {
+	now := time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC)
+	cb, s := endpoint("https://ivr.example", now)
+	failing := &failOnce{sink: s}
+	cb.Sink = failing
+	target := "https://ivr.example" + twilio.CallbackPath + "?call_id=c-1&user_id=u-1"
+	f := url.Values{"CallSid": {"CA1"}, "CallStatus": {"busy"}, "Timestamp": {now.Format(time.RFC1123Z)}}
+	if code := serve(cb, target, target, f); code != http.StatusServiceUnavailable {
+		t.Fatalf("first: %d, want 503", code)
+	}
+	if code := serve(cb, target, target, f); code != http.StatusNoContent || len(s.got) != 1 {
+		t.Fatalf("again: %d, published %d", code, len(s.got))
+	}
+}
+
+// failOnce fails its first Publish, then publishes to sink.
+type failOnce struct {
+	sink   *sink
+	failed bool
+}
+
+func (f *failOnce) Publish(ctx context.Context, st providers.Status) error {
+	if !f.failed {
+		f.failed = true
+		return errors.New("kafka is away")
+	}
+	return f.sink.Publish(ctx, st)
 }

@@ -77,8 +77,14 @@ func TestCallbackVerifiesAndPublishes(t *testing.T) {
 	if code := post(t, cb, bad, Sign(secret, now, []byte(bad))); code != http.StatusBadRequest || cb.Stats.Invalid.Load() != 1 {
 		t.Fatalf("unknown outcome: %d", code)
 	}
+	// The same status again (a replay within the signature's age) is
+	// answered, not published again.
+	if code := post(t, cb, body, Sign(secret, now, []byte(body))); code != http.StatusNoContent || len(s.got) != 2 || cb.Stats.Repeated.Load() != 1 {
+		t.Fatalf("repeat: %d, published %d", code, len(s.got))
+	}
 	s.fail = errors.New("kafka down")
-	if code := post(t, cb, body, Sign(secret, now, []byte(body))); code != http.StatusServiceUnavailable || cb.Stats.Failed.Load() != 1 {
+	busy := `{"call_id":"c-4","user_id":"u-1","outcome":"busy"}`
+	if code := post(t, cb, busy, Sign(secret, now, []byte(busy))); code != http.StatusServiceUnavailable || cb.Stats.Failed.Load() != 1 {
 		t.Fatalf("unpublished: %d", code)
 	}
 	if code := post(t, &Callback{CallbackEndpoint: providers.CallbackEndpoint{Sink: s}}, body, Sign(secret, now, []byte(body))); code != http.StatusForbidden {
