@@ -45,7 +45,8 @@ type Number struct {
 	// networks).
 	Region string
 	// Zones are the IANA time zones the numbering plan gives for the
-	// number, sorted: one for most numbers, several for a number whose
+	// number (corrected where it is wrong for a whole region, see
+	// zoneOverrides), sorted: one for most numbers, several for a number whose
 	// prefix spans zones (a US toll-free number gets every zone of country
 	// code +1), none for a non-geographic number.
 	Zones []string
@@ -114,7 +115,9 @@ func parse(s string) (Number, error) {
 	}
 	region := phonenumbers.GetRegionCodeForNumber(num)
 	var zones []string
-	if tzs, err := phonenumbers.GetTimezonesForNumber(num); err == nil {
+	if z, ok := overriddenZone(s); ok {
+		zones = []string{z}
+	} else if tzs, err := phonenumbers.GetTimezonesForNumber(num); err == nil {
 		for _, z := range tzs {
 			if z != phonenumbers.UNKNOWN_TIMEZONE && z != "" {
 				zones = append(zones, z)
