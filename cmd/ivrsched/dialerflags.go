@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -37,7 +38,7 @@ type dialerFlags struct {
 
 func (d *dialerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.provider, "provider", "log", "how the dialer places calls: log (only logs them), webhook (POST to --webhook-url; signed with $"+webhookSecretEnv+" if set) or twilio (Twilio's Calls API; credentials from $TWILIO_ACCOUNT_SID and $TWILIO_AUTH_TOKEN or --twilio-credentials)")
-	fs.StringVar(&d.webhookURL, "webhook-url", "", "endpoint of the webhook provider")
+	fs.StringVar(&d.webhookURL, "webhook-url", "", "endpoint of the webhook provider: https (http only on loopback)")
 	fs.DurationVar(&d.callTimeout, "call-timeout", 10*time.Second, "how long one request to the provider may take")
 	fs.DurationVar(&d.callDeadline, "call-deadline", 2*time.Minute, "how long placing one call may take from its first request, 429 and 5xx answers retried with backoff and Retry-After; then it fails")
 	fs.IntVar(&d.maxInFlight, "max-in-flight", 100, "calls this process places at a time")
@@ -45,7 +46,7 @@ func (d *dialerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.publicURL, "public-url", "", "this process's web server (--http) as the provider reaches it, e.g. https://ivr.example.com: status callbacks go to <public-url>/callbacks/<provider> and their signatures are checked against it")
 	fs.StringVar(&d.twilioFrom, "twilio-from", "", "twilio: the caller id, a Twilio number in E.164 form like +14155550100")
 	fs.StringVar(&d.twilioCredentials, "twilio-credentials", "", "twilio: a file with TWILIO_ACCOUNT_SID=... and TWILIO_AUTH_TOKEN=... lines (default: those environment variables)")
-	fs.StringVar(&d.twilioAPI, "twilio-api", twilio.DefaultAPI, "twilio: base URL of the Calls API (or of a compatible one)")
+	fs.StringVar(&d.twilioAPI, "twilio-api", twilio.DefaultAPI, "twilio: base URL of the Calls API (or of a compatible one): https (http only on loopback)")
 	fs.StringVar(&d.twilioScriptURL, "twilio-script-url", "", "twilio: TwiML URL of a script named by its action, {script} replaced by the name, e.g. https://ivr.example.com/twiml/{script}")
 	fs.BoolVar(&d.inlineScripts, "allow-inline-scripts", false, "pass on a script that is TwiML itself (\"<Response>…\"): whoever writes to the onboarding topic then chooses what the calls say and whom they dial; URLs in it must be on --script-url-hosts (default: a script is a name only)")
 	fs.StringVar(&d.scriptURLHosts, "script-url-hosts", "", "comma-separated hosts (host or host:port) of the https URLs a script may be, used as is (default: none, a script is a name only)")
@@ -59,6 +60,24 @@ func httpURL(name, v, example string) error {
 		return badFlag(name, "%q; want an http(s) URL like %s", v, example)
 	}
 	return nil
+}
+
+// httpsURL checks the URL flag of an endpoint that calls go to or scripts
+// come from: https, or http on loopback only (a local proxy or a test),
+// since in clear anyone on the path could read the numbers or change what
+// the calls do.
+func httpsURL(name, v, example string) error {
+	if err := httpURL(name, v, example); err != nil {
+		return err
+	}
+	u, _ := url.Parse(v)
+	if u.Scheme == "https" || u.Hostname() == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return badFlag(name, "%q is http; want https (http only on loopback), like %s", v, example)
 }
 
 // apply checks the flags and sets the dialer's part of cfg; cfg.HTTP is the
@@ -105,10 +124,14 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 	case "log":
 		cfg.Provider = providers.Log{Logger: cfg.Logger.With("role", "dialer")}
 	case "webhook":
-		if err := httpURL("webhook-url", d.webhookURL, "https://calls.example/ivr"); err != nil {
+		if err := httpsURL("webhook-url", d.webhookURL, "https://calls.example/ivr"); err != nil {
 			return err
 		}
 		secret := []byte(getenv(webhookSecretEnv))
+		if len(secret) == 0 {
+			cfg.Warnings = append(cfg.Warnings, "the webhook's requests are not signed: $"+webhookSecretEnv+
+				" is not set, so its endpoint cannot tell them from anyone's; set it (see --provider)")
+		}
 		wh := &webhook.Webhook{URL: d.webhookURL, Secret: secret, Scripts: scripts, Client: client}
 		if d.publicURL != "" {
 			if len(secret) == 0 {
@@ -135,11 +158,11 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 		case d.cps == 0:
 			return badFlag("cps", "required with --provider twilio: the account's calls per second (1 unless Twilio raised it)")
 		}
-		if err := httpURL("twilio-api", d.twilioAPI, twilio.DefaultAPI); err != nil {
+		if err := httpsURL("twilio-api", d.twilioAPI, twilio.DefaultAPI); err != nil {
 			return err
 		}
 		if d.twilioScriptURL != "" {
-			if err := httpURL("twilio-script-url", d.twilioScriptURL, "https://ivr.example.com/twiml/{script}"); err != nil {
+			if err := httpsURL("twilio-script-url", d.twilioScriptURL, "https://ivr.example.com/twiml/{script}"); err != nil {
 				return err
 			}
 		}

@@ -41,6 +41,9 @@ func TestDialerFlagErrors(t *testing.T) {
 		{true, []string{"dialer", "--provider", "twilio", "--http", "127.0.0.1:0", "--twilio-from", "+14155550100", "--public-url", "https://ivr.example"}, "--cps: required with --provider twilio"},
 		{true, append(twilio, "--twilio-amd", "maybe"), `--twilio-amd: "maybe"`},
 		{false, []string{"dialer", "--script-url-hosts", "ivr.example,https://evil.example/x"}, `--script-url-hosts: "https://evil.example/x" is not a host`},
+		{false, []string{"dialer", "--provider", "webhook", "--webhook-url", "http://calls.example/ivr"}, `--webhook-url: "http://calls.example/ivr" is http; want https (http only on loopback)`},
+		{true, append(twilio, "--twilio-api", "http://api.example"), `--twilio-api: "http://api.example" is http; want https`},
+		{true, append(twilio, "--twilio-script-url", "http://ivr.example/twiml/{script}"), `--twilio-script-url: "http://ivr.example/twiml/{script}" is http; want https`},
 		{true, append(twilio[:len(twilio):len(twilio)], "--twilio-from", "14155550100"), "not an E.164 number"},
 	}
 	for _, c := range cases {
@@ -77,5 +80,33 @@ func TestScriptFlagsReachTheProvider(t *testing.T) {
 	wh, ok := cfg.Provider.(*webhook.Webhook)
 	if !ok || !wh.Scripts.Inline || !slices.Equal(wh.Scripts.URLHosts, []string{"ivr.example", "scripts.example:8443"}) {
 		t.Fatalf("provider %#v", cfg.Provider)
+	}
+}
+
+// A provider's endpoint is https, or http on loopback only; a webhook
+// without a secret runs, with a warning for the log and /readyz.
+func TestProviderEndpointsAndTheWebhookSecret(t *testing.T) {
+	apply := func(secret string, args ...string) (app.Config, error) {
+		var d dialerFlags
+		fs := flag.NewFlagSet("dialer", flag.ContinueOnError)
+		d.register(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg := app.Config{Logger: slog.New(slog.DiscardHandler)}
+		err := d.apply(&cfg, func(string) string { return secret })
+		return cfg, err
+	}
+	for _, u := range []string{"http://127.0.0.1:8080/ivr", "http://localhost/ivr", "http://[::1]:80/ivr", "https://calls.example/ivr"} {
+		if _, err := apply("s3cret", "--provider", "webhook", "--webhook-url", u); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	cfg, err := apply("", "--provider", "webhook", "--webhook-url", "https://calls.example/ivr")
+	if err != nil || len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], webhookSecretEnv) {
+		t.Fatalf("no secret: %v, warnings %q", err, cfg.Warnings)
+	}
+	if cfg, _ := apply("s3cret", "--provider", "webhook", "--webhook-url", "https://calls.example/ivr"); len(cfg.Warnings) != 0 {
+		t.Fatalf("with a secret: warnings %q", cfg.Warnings)
 	}
 }

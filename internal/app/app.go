@@ -85,6 +85,10 @@ type Config struct {
 	// sets their sink.
 	TwilioCallback  *twilio.Callback
 	WebhookCallback *webhook.Callback
+	// Warnings are what the configuration allows but an operator should
+	// fix (a webhook without a secret): logged at start and listed in
+	// /readyz's answer.
+	Warnings []string
 
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -155,6 +159,9 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		return err
 	}
 	log := cfg.logger()
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	if cfg.HTTP != "" {
 		cfg.Kafka.MemberData = admin.Announcement{URL: announceURL(cfg)}.Encode()
 	}
@@ -278,7 +285,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		return nil
 	})
 	if cfg.HTTP != "" {
-		mountHealth(router, all)
+		mountHealth(router, all, cfg.Warnings)
 		mountMetrics(router, reg)
 		mountAdmin(router, cfg, run, all)
 		mountUI(router, cfg, run)

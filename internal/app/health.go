@@ -19,6 +19,8 @@ type Readiness struct {
 	Ready bool `json:"ready"`
 	// NotReady maps a role (scheduler, dialer) to what it waits for.
 	NotReady map[string]string `json:"not_ready,omitempty"`
+	// Warnings are Config.Warnings: ready, but to be fixed.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // readiness checks every role.
@@ -118,13 +120,15 @@ func procState(s goka.State) string {
 // mountHealth serves the probes of an orchestrator such as Kubernetes:
 // /healthz answers 200 while the process serves HTTP (liveness: a restore
 // of millions of records is no reason to kill it), /readyz 200 when every
-// role is ready and 503 otherwise, each with a short JSON body.
-func mountHealth(router *mux.Router, roles []*role) {
+// role is ready and 503 otherwise, each with a short JSON body (with the
+// configuration's warnings).
+func mountHealth(router *mux.Router, roles []*role, warnings []string) {
 	router.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "up"})
 	})
 	router.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		rd := readiness(roles)
+		rd.Warnings = warnings
 		code := http.StatusOK
 		if !rd.Ready {
 			code = http.StatusServiceUnavailable
