@@ -92,7 +92,7 @@ func (r *changelogReader) get() (sarama.Client, error) {
 var errCatchUpTime = errors.New("time is up, Goka's restore takes the rest")
 
 // catchUp reads the changelog from the store's offset to its high-water
-// mark when the store is catchUpMin records behind or more. Called by Open
+// mark read at open (end.go) when the store is catchUpMin records behind or more. Called by Open
 // before the store is in use; any error ends the read, with what was read
 // written and the offset it reached.
 func (s *store) catchUp() {
@@ -100,21 +100,15 @@ func (s *store) catchUp() {
 	if r == nil || r.ctx.Err() != nil { // none, or the process stops
 		return
 	}
+	if !s.end.known() { // readEnd logged why
+		return
+	}
 	client, err := r.get()
 	if err != nil {
 		s.log.Warn("cannot read the changelog directly; Goka restores it", "err", err)
 		return
 	}
-	oldest, err := client.GetOffset(s.topic, s.partition, sarama.OffsetOldest)
-	if err != nil {
-		s.log.Warn("changelog's oldest offset unknown; Goka restores it", "err", err)
-		return
-	}
-	hwm, err := client.GetOffset(s.topic, s.partition, sarama.OffsetNewest)
-	if err != nil {
-		s.log.Warn("changelog's high-water mark unknown; Goka restores it", "err", err)
-		return
-	}
+	oldest, hwm := s.end.oldest, s.end.hwm
 	// Where Goka would start (PartitionTable.findOffsetToLoad).
 	from := max(s.offset+1, oldest)
 	if hwm-from < catchUpMin {

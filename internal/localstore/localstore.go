@@ -29,6 +29,10 @@
 // reached. After users were removed a compacted changelog is mostly such
 // tombstones.
 //
+// A store is stamped caught up with its changelog only when its restore
+// reached the changelog's high-water mark read when it opened (end.go):
+// Goka also ends a restore that a revoke cut off with MarkRecovered.
+//
 // A store that opens far behind its changelog (after a move to another
 // instance, or a wipe) can read the changelog itself before Goka restores
 // it (Stores.ReadChangelog, changelog.go): the same records, applied by the
@@ -55,6 +59,7 @@
 package localstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash"
@@ -141,8 +146,10 @@ type Stores struct {
 	Clock clock.Clock
 
 	// changelog, if set, is what the stores read their changelogs with
-	// before Goka restores them (ReadChangelog).
+	// before Goka restores them (ReadChangelog), and their ends (end.go).
 	changelog *changelogReader
+	// readEnd, if set, reads the changelogs' ends instead (tests).
+	readEnd func(topic string, partition int32) (changelogEnd, error)
 
 	// restored counts the changelog records restored into these stores;
 	// direct those of them the stores read themselves.
@@ -303,11 +310,15 @@ type store struct {
 	// acknowledged write and which then has nothing to do.
 	recovered atomic.Bool
 	opened    time.Time
-	restored  int           // records Goka restored into the store (Set and Delete before MarkRecovered)
-	skipped   int           // of those, tombstones not written: the key was not in the store
-	stop      chan struct{} // closed by Close: the writer drains and ends
-	written   chan struct{} // closed by the writer when it ends
-	kick      chan struct{} // an acknowledgement is waiting
+	// end is where the changelog ended when the store opened (end.go),
+	// topicID the changelog's topic ID the offsets are written with.
+	end      changelogEnd
+	topicID  string
+	restored int           // records Goka restored into the store (Set and Delete before MarkRecovered)
+	skipped  int           // of those, tombstones not written: the key was not in the store
+	stop     chan struct{} // closed by Close: the writer drains and ends
+	written  chan struct{} // closed by the writer when it ends
+	kick     chan struct{} // an acknowledgement is waiting
 
 	mu sync.Mutex // everything below
 	// While Goka restores the partition (until MarkRecovered) the restored
@@ -358,6 +369,9 @@ type store struct {
 	// cleanAt is the offset a clean close stamped (stampCaughtUp), -1
 	// after any other close.
 	cleanAt int64
+	// complete: the restore reached the changelog's end read at open
+	// (MarkRecovered); only then is the store stamped caught up.
+	complete bool
 }
 
 type entry struct {
@@ -401,6 +415,7 @@ func (s *store) Open() error {
 		}
 		return fmt.Errorf("localstore: open leveldb directory %s: %w", s.path, err)
 	}
+	s.readEnd()
 	db, offset, stamp, err := s.openTrusted(files, existed)
 	if err != nil {
 		if cerr := files.Close(); cerr != nil {
@@ -451,7 +466,7 @@ func (s *store) openTrustedDB(files lvlstorage.Storage, existed bool) (*leveldb.
 	case err != nil:
 		return nil, 0, time.Time{}, fmt.Errorf("localstore: open leveldb in %s: %w", s.path, err)
 	default:
-		offset, at, found, err := readOffset(db)
+		offset, at, id, found, err := readOffset(db)
 		switch {
 		case err != nil:
 			s.log.Warn("local offset unreadable, restoring from changelog", "err", err)
@@ -460,6 +475,7 @@ func (s *store) openTrustedDB(files lvlstorage.Storage, existed bool) (*leveldb.
 				"offset", offset, "caught_up", at.UTC().Format(time.RFC3339), "max_offline", s.stores.MaxOffline)
 		case found:
 			s.log.Info("local store reused; restoring the changelog after its offset", "offset", offset)
+			s.topicID = cmp.Or(s.topicID, id) // the changelog's, when known
 			return db, offset, at, nil
 		case !existed:
 			s.log.Info("first start, creating local store")
@@ -486,35 +502,43 @@ func (s *store) openTrustedDB(files lvlstorage.Storage, existed bool) (*leveldb.
 	return db, -1, time.Time{}, nil
 }
 
-func readOffset(db *leveldb.DB) (offset int64, at time.Time, found bool, err error) {
+// readOffset reads the offset the store reached, when it last held its
+// changelog whole, and the changelog's topic ID ("offset,unix-millis,id";
+// older versions wrote no ID, or the offset alone).
+func readOffset(db *leveldb.DB) (offset int64, at time.Time, id string, found bool, err error) {
 	raw, err := db.Get([]byte(OffsetKey), nil)
 	if errors.Is(err, leveldb.ErrNotFound) {
-		return 0, time.Time{}, false, nil
+		return 0, time.Time{}, "", false, nil
 	}
 	if err != nil {
-		return 0, time.Time{}, false, fmt.Errorf("localstore: read offset: %w", err)
+		return 0, time.Time{}, "", false, fmt.Errorf("localstore: read offset: %w", err)
 	}
-	offStr, atStr, stamped := strings.Cut(string(raw), ",")
+	offStr, rest, stamped := strings.Cut(string(raw), ",")
 	if offset, err = strconv.ParseInt(offStr, 10, 64); err != nil {
-		return 0, time.Time{}, false, fmt.Errorf("localstore: offset %q: %w", raw, err)
+		return 0, time.Time{}, "", false, fmt.Errorf("localstore: offset %q: %w", raw, err)
 	}
-	if stamped { // an older version wrote the offset alone
+	if stamped {
+		atStr, idStr, _ := strings.Cut(rest, ",")
 		ms, err := strconv.ParseInt(atStr, 10, 64)
 		if err != nil {
-			return 0, time.Time{}, false, fmt.Errorf("localstore: offset %q: %w", raw, err)
+			return 0, time.Time{}, "", false, fmt.Errorf("localstore: offset %q: %w", raw, err)
 		}
-		at = time.UnixMilli(ms)
+		at, id = time.UnixMilli(ms), idStr
 	}
-	return offset, at, true, nil
+	return offset, at, id, true, nil
 }
 
 // putOffset adds the changelog offset the batch's records reach to it, in
 // the form readOffset reads, stamped at (the store holds the changelog up
-// to offset as of then).
-func putOffset(b *leveldb.Batch, offset int64, at time.Time) {
+// to offset as of then), with the changelog's topic ID.
+func (s *store) putOffset(b *leveldb.Batch, offset int64, at time.Time) {
 	v := strconv.AppendInt(nil, offset, 10)
 	v = append(v, ',')
-	b.Put([]byte(OffsetKey), strconv.AppendInt(v, at.UnixMilli(), 10))
+	v = strconv.AppendInt(v, at.UnixMilli(), 10)
+	if s.topicID != "" {
+		v = append(append(v, ','), s.topicID...)
+	}
+	b.Put([]byte(OffsetKey), v)
 }
 
 func isEmpty(db *leveldb.DB) (bool, error) {
@@ -600,14 +624,16 @@ func (s *store) stampCaughtUp() error {
 	if s.werr != nil || !s.recovered.Load() || len(s.overlay) > 0 {
 		return nil
 	}
-	offset, _, found, err := readOffset(s.db)
+	offset, _, _, found, err := readOffset(s.db)
 	if err != nil || !found {
 		return err
 	}
-	b := new(leveldb.Batch)
-	putOffset(b, offset, s.stores.now())
-	if err := s.db.Write(b, nil); err != nil {
-		return fmt.Errorf("localstore: stamp offset in %s: %w", s.path, err)
+	if s.complete {
+		b := new(leveldb.Batch)
+		s.putOffset(b, offset, s.stores.now())
+		if err := s.db.Write(b, nil); err != nil {
+			return fmt.Errorf("localstore: stamp offset in %s: %w", s.path, err)
+		}
 	}
 	s.cleanAt = offset
 	return nil
@@ -917,7 +943,7 @@ func (s *store) writeRestored() error {
 	}
 	// The offset too when only skipped tombstones moved it.
 	if s.offset >= 0 && (s.batch.Len() > 0 || s.offset != s.storedOffset) {
-		putOffset(s.batch, s.offset, s.restoreStamp)
+		s.putOffset(s.batch, s.offset, s.restoreStamp)
 	}
 	if s.batch.Len() == 0 {
 		return nil
@@ -973,6 +999,10 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 	acks := s.acks
 	s.acks = spare[:0]
 	offset := s.offset
+	stamp := s.restoreStamp // an unchecked restore: not caught up now
+	if s.complete {
+		stamp = s.stores.now()
+	}
 	s.mu.Unlock()
 	if len(acks) == 0 {
 		return acks
@@ -982,7 +1012,7 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 		s.put(b, a.key, a.value)
 		offset = max(offset, a.offset)
 	}
-	putOffset(b, offset, s.stores.now())
+	s.putOffset(b, offset, stamp)
 	err := s.db.Write(b, nil)
 
 	s.mu.Lock()
@@ -1035,16 +1065,32 @@ func (s *store) SetOffset(offset int64) error {
 	return nil
 }
 
+// MarkRecovered ends the restore. A restore that reached the changelog's
+// end read at open stamps the store caught up as of that read; one that
+// stopped short of it (Goka calls MarkRecovered after a revoke cut the
+// restore off) fails; with the end not known the store takes callbacks'
+// writes but is not stamped. After Close it does nothing (end.go).
 func (s *store) MarkRecovered() error {
-	if s.db == nil {
-		return errNotOpen
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.state != stateOpen {
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Restored to the changelog's end: the store holds it whole as of now.
-	s.restoreStamp = s.stores.now()
-	if s.offset >= 0 {
-		s.storedOffset = -1 // write the offset with the new stamp
+	switch {
+	case s.reachedEnd():
+		s.complete = true
+		s.restoreStamp = s.end.at
+		if s.offset >= 0 {
+			s.storedOffset = -1 // write the offset with the new stamp
+		}
+	case s.end.known():
+		if err := s.writeRestored(); err != nil {
+			return err
+		}
+		return fmt.Errorf("localstore: restore of %s stopped at offset %d, before the changelog's end at open (high-water mark %d): not trusted",
+			s.path, s.offset, s.end.hwm)
 	}
 	if err := s.writeRestored(); err != nil {
 		return err

@@ -92,11 +92,33 @@ type fixture struct {
 	build  storage.Builder
 	fake   *fakeProducer
 	prod   goka.Producer
+
+	mu  sync.Mutex
+	hwm map[string]int64 // the changelogs' ends by "topic/partition" (absent: not known)
+}
+
+// changelogEnds makes the stores' changelog of topic's partition end at
+// hwm (its first record at 0) from the next open.
+func (f *fixture) changelogEnds(topic string, partition int32, hwm int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hwm[fmt.Sprint(topic, "/", partition)] = hwm
+}
+
+func (f *fixture) end(topic string, partition int32) (changelogEnd, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hwm, ok := f.hwm[fmt.Sprint(topic, "/", partition)]
+	if !ok {
+		return unknownEnd, errNoKafka
+	}
+	return changelogEnd{oldest: 0, hwm: hwm, at: f.stores.now()}, nil
 }
 
 func newFixture(t *testing.T, dir string, log *slog.Logger) *fixture {
 	t.Helper()
-	f := &fixture{stores: New(dir, log), fake: new(fakeProducer)}
+	f := &fixture{stores: New(dir, log), fake: new(fakeProducer), hwm: map[string]int64{}}
+	f.stores.readEnd = f.end
 	f.build = f.stores.Builder()
 	prod, err := f.stores.Producer(func([]string, string, func() hash.Hash32) (goka.Producer, error) {
 		return f.fake, nil
@@ -555,6 +577,7 @@ func TestStoreOfflineTooLongIsWiped(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	f := newFixture(t, dir, newLogger(&logs))
 	f.stores.Clock, f.stores.MaxOffline = clk, 6*24*time.Hour
+	f.changelogEnds("table", 0, 2)
 	st := f.open(t, "table", 0)
 	restore(t, st, 0, "gone", "1", "kept", "2")
 	clk.Advance(5 * 24 * time.Hour) // idle, then closed: caught up now
@@ -600,10 +623,12 @@ func TestPartialRestoreKeepsItsCaughtUpTime(t *testing.T) {
 	f.stores.Clock, f.stores.MaxOffline = clk, 6*24*time.Hour
 
 	// Caught up at day 0, then a partial restore at day 3.
+	f.changelogEnds("table", 0, 1)
 	st := f.open(t, "table", 0)
 	restore(t, st, 0, "a", "1")
 	mustClose(t, st)
 	clk.Advance(3 * 24 * time.Hour)
+	f.changelogEnds("table", 0, 3)
 	st = f.open(t, "table", 0)
 	partial(t, st, 1, "b", "2", "c", "3")
 	mustClose(t, st)
@@ -615,6 +640,7 @@ func TestPartialRestoreKeepsItsCaughtUpTime(t *testing.T) {
 	mustClose(t, st)
 
 	// Began empty, cut off: wiped when opened again, even a minute later.
+	f.changelogEnds("table", 1, 2)
 	st = f.open(t, "table", 1)
 	partial(t, st, 0, "x", "1", "y", "2")
 	mustClose(t, st)
@@ -771,7 +797,7 @@ func TestRestoredWritesAreBatchedAndSeen(t *testing.T) {
 	if got := s.batch.Len(); got != 10 {
 		t.Errorf("batch holds %d records after %d, want 10 (one batch written)", got, n)
 	}
-	off, _, _, err := readOffset(s.db)
+	off, _, _, _, err := readOffset(s.db)
 	if err != nil || off != restoreBatch-2 {
 		t.Errorf("LevelDB offset %d, %v after the first batch; want %d (at most the records written)", off, err, restoreBatch-2)
 	}

@@ -184,7 +184,7 @@ func TestRestoreOfTombstonesStoresTheirOffset(t *testing.T) {
 	}
 	restoreRecs(t, st, 100, recs...)
 	s := st.(*store)
-	off, _, found, err := readOffset(s.db)
+	off, _, _, found, err := readOffset(s.db)
 	if err != nil || !found || off < 100+restoreOffsetEvery-2 {
 		t.Errorf("LevelDB offset %d (found %v, %v) during a restore of %d tombstones, want at least %d",
 			off, found, err, len(recs), 100+restoreOffsetEvery-2)
