@@ -30,11 +30,20 @@ func (p *Punctuator) StorageBuilder(inner storage.Builder) storage.Builder {
 // After that, the index needs a key's old value to drop its old follow-ups.
 // A callback reads the value (Get) right before it writes it (Set), so the
 // wrapper keeps the last value read; other writes read it from the store.
+//
+// Goka calls MarkRecovered on the partition's goroutine, except when a
+// revoke cut the restore off: then in a goroutine nothing waits for, which
+// may run while Close does or after it. A partition closed before its
+// MarkRecovered registered it is therefore not registered: closed,
+// checked with the registering under life, says so.
 type indexed struct {
 	storage.Storage
 	p     *Punctuator
 	part  int32
-	index *Index // nil while restoring
+	index *Index // nil while restoring; set under life
+
+	life   sync.Mutex
+	closed bool
 
 	mu       sync.Mutex
 	lastKey  string
@@ -55,15 +64,19 @@ const buildCheckEvery = 4096
 // store is as it was then (see kept.go). A build logs its progress while
 // it takes longer than buildProgressEvery.
 func (s *indexed) MarkRecovered() error {
+	if s.isClosed() {
+		return nil
+	}
 	if err := s.Storage.MarkRecovered(); err != nil {
 		return err
 	}
 	start := time.Now()
 	if x := s.p.reclaim(s.part, s.Storage); x != nil {
-		s.index = x
+		if !s.take(x) {
+			return nil
+		}
 		s.p.cfg.Logger.Info("due index built", "table", s.p.cfg.Table, "partition", s.part, "keys", x.Keys(), "pending", x.Len(),
 			"took", time.Since(start).Round(time.Millisecond), "kept", true)
-		s.p.register(s.part, x, s.Storage)
 		return nil
 	}
 	x := NewIndex(s.p.poke)
@@ -86,21 +99,48 @@ func (s *indexed) MarkRecovered() error {
 		}
 	})
 	if err != nil {
+		if s.isClosed() {
+			return nil // the store was closed under the scan
+		}
 		return fmt.Errorf("index partition %d: %w", s.part, err)
 	}
-	s.index = x
+	if !s.take(x) {
+		return nil
+	}
 	s.p.cfg.Logger.Info("due index built", "table", s.p.cfg.Table, "partition", s.part, "keys", n, "pending", x.Len(), "took", time.Since(start).Round(time.Millisecond))
-	s.p.register(s.part, x, s.Storage)
 	return nil
 }
 
+// take makes x the partition's index and registers it, unless the
+// partition was closed.
+func (s *indexed) take(x *Index) bool {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return false
+	}
+	s.index = x
+	s.p.register(s.part, x, s.Storage)
+	return true
+}
+
+func (s *indexed) isClosed() bool {
+	s.life.Lock()
+	defer s.life.Unlock()
+	return s.closed
+}
+
 func (s *indexed) Close() error {
-	if s.index != nil {
-		s.p.unregister(s.part, s.index)
+	s.life.Lock()
+	s.closed = true
+	x := s.index
+	s.life.Unlock()
+	if x != nil {
+		s.p.unregister(s.part, x)
 	}
 	err := s.Storage.Close()
-	if err == nil && s.index != nil {
-		s.p.keep(s.part, s.index, s.Storage)
+	if err == nil && x != nil {
+		s.p.keep(s.part, x, s.Storage)
 	}
 	return err
 }
