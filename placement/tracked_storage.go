@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,22 +52,40 @@ type marking interface {
 // of the partition. Close gives the partition up: its calls still queued
 // are not placed here (the next owner consumes them again).
 //
-// Goka calls MarkRecovered and Close on the partition's goroutine.
+// Goka calls MarkRecovered on the partition's goroutine, except when a
+// revoke cut the restore off: then in a goroutine nothing waits for, which
+// may run while Close does or after it. A partition closed before its
+// MarkRecovered took it is therefore not taken: closed, checked with the
+// taking under mu, says so.
 type tracked struct {
 	storage.Storage
 	p    *Placer
 	id   int32
 	part atomic.Pointer[partition] // nil until recovered and after Close
+
+	mu     sync.Mutex
+	closed bool
 }
 
 func (s *tracked) MarkRecovered() error {
+	if s.isClosed() {
+		return nil
+	}
 	if err := s.Storage.MarkRecovered(); err != nil {
 		return err
 	}
 	start := time.Now()
 	calls, scanned, unreadable, err := s.inFlight()
 	if err != nil {
+		if s.isClosed() {
+			return nil // the store was closed under the read
+		}
 		return fmt.Errorf("dialer partition %d: calls in flight: %w", s.id, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
 	}
 	part := s.p.newPartition(s.id)
 	s.part.Store(part)
@@ -78,6 +97,12 @@ func (s *tracked) MarkRecovered() error {
 		s.p.resubmit(part, calls)
 	}
 	return nil
+}
+
+func (s *tracked) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // inFlight returns the partition's calls in flight, how many values it
@@ -135,7 +160,11 @@ func (s *tracked) inFlight() (calls []*pb.IVRCall, read, unreadable int, err err
 }
 
 func (s *tracked) Close() error {
-	if part := s.part.Swap(nil); part != nil {
+	s.mu.Lock()
+	s.closed = true
+	part := s.part.Swap(nil)
+	s.mu.Unlock()
+	if part != nil {
 		s.p.disown(part)
 	}
 	return s.Storage.Close()
