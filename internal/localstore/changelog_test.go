@@ -100,24 +100,7 @@ func (r *changelogRig) write(t *testing.T, recs ...rec) {
 func (r *changelogRig) restore(t *testing.T) {
 	t.Helper()
 	for _, s := range []*Stores{r.direct, r.goka} {
-		v, err := goka.NewView(r.k.Brokers, goka.Table(r.topic), new(codec.Bytes),
-			append(r.k.ViewOptions(), goka.WithViewStorageBuilder(s.Builder()), goka.WithViewLogger(quiet{}))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- v.Run(ctx) }()
-		select {
-		case <-v.WaitRunning():
-		case err := <-done:
-			cancel()
-			t.Fatalf("view stopped before it recovered: %v", err)
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		r.restoreInto(t, s)
 	}
 	want, got := dumpStores(t, r.goka, r.topic), dumpStores(t, r.direct, r.topic)
 	if want.offset != r.offset-1 {
@@ -131,6 +114,29 @@ func (r *changelogRig) restore(t *testing.T) {
 	}
 	if !slices.Equal(got.kvs, want.kvs) {
 		t.Errorf("%d keys after the direct read, want %d; first differences: %v", len(got.kvs), len(want.kvs), firstDiff(got.kvs, want.kvs))
+	}
+}
+
+// restoreInto restores the changelog into s with a Goka view.
+func (r *changelogRig) restoreInto(t *testing.T, s *Stores) {
+	t.Helper()
+	v, err := goka.NewView(r.k.Brokers, goka.Table(r.topic), new(codec.Bytes),
+		append(r.k.ViewOptions(), goka.WithViewStorageBuilder(s.Builder()), goka.WithViewLogger(quiet{}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx) }()
+	select {
+	case <-v.WaitRunning():
+	case err := <-done:
+		cancel()
+		t.Fatalf("view stopped before it recovered: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -19,6 +19,13 @@ import (
 //     nothing waits for, possibly after Close). A store is stamped caught
 //     up only when its restore reached the high-water mark read at open;
 //     else MarkRecovered fails, and after Close it does nothing.
+//   - A store whose offset is at or past the high-water mark (its last
+//     record is beyond the changelog's end: the topic was recreated, or an
+//     unclean leader election truncated it), or whose changelog's topic ID
+//     differs from the one it recorded (recreated), is wiped and restored.
+//     Goka would take such a store as restored, restore nothing, and fail
+//     at every start on an empty changelog. A store at the high-water mark
+//     minus one holds the changelog's last record: the clean case.
 //
 // Without a Kafka connection, or when the read fails, the end is not
 // known: the store is not checked and is never stamped caught up.
@@ -98,6 +105,18 @@ func (s *store) readEnd() {
 		s.log.Warn("changelog's end unknown: the store is not checked against it, and not stamped caught up", "err", err)
 	}
 	s.end, s.topicID = e, e.id
+}
+
+// untrusted says why a store holding offset, recorded for the topic ID id,
+// cannot be reused against the changelog's end ("": it can).
+func (s *store) untrusted(offset int64, id string) string {
+	switch {
+	case s.end.known() && offset >= s.end.hwm:
+		return fmt.Sprintf("the store's offset %d is at or past its changelog's high-water mark %d (the topic was recreated or truncated)", offset, s.end.hwm)
+	case id != "" && s.end.id != "" && id != s.end.id:
+		return fmt.Sprintf("the changelog's topic ID is %s, the store's was %s (the topic was recreated)", s.end.id, id)
+	}
+	return ""
 }
 
 // reachedEnd says whether the restore reached the changelog's end read at

@@ -2,9 +2,11 @@ package localstore
 
 import (
 	"io"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka/storage"
 
 	"github.com/ivrsched/ivrsched/internal/clock"
@@ -75,5 +77,61 @@ func TestMarkRecoveredAfterCloseDoesNothing(t *testing.T) {
 	}
 	if st.(*store).recovered.Load() {
 		t.Error("a store closed mid-restore is marked recovered by a MarkRecovered after Close")
+	}
+}
+
+// recreate deletes the rig's topic and creates it again (compacted, one
+// partition), holding recs.
+func (r *changelogRig) recreate(t *testing.T, recs ...rec) {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(r.k.Brokers, r.k.Sarama())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.DeleteTopic(r.topic); err != nil {
+		t.Fatal(err)
+	}
+	compact := "compact"
+	if err := admin.CreateTopic(r.topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"cleanup.policy": &compact}}, false); err != nil {
+		t.Fatal(err)
+	}
+	r.offset = 0
+	r.write(t, recs...)
+}
+
+// A changelog recreated (disaster recovery) or truncated (an unclean
+// leader election) leaves a store that does not match it. Reused, its old
+// users' follow-ups would fire, the new records before its offset would
+// never be restored, and on an empty new changelog Goka would fail at
+// every start. A store whose offset is at or past the changelog's
+// high-water mark, or whose changelog's topic ID differs from the one it
+// recorded, is wiped and restored: after a Goka restore it holds the new
+// changelog's records only.
+func TestRecreatedChangelogIsRestoredFromScratch(t *testing.T) {
+	r := newChangelogRig(t)
+	r.write(t, val("old-a", "1"), val("old-b", "2"), val("old-c", "3"))
+	r.restoreInto(t, r.direct)
+
+	// Fewer records than the store had: its offset is past the end.
+	r.recreate(t, val("new", "1"))
+	r.restoreInto(t, r.direct)
+	if d := dumpStores(t, r.direct, r.topic); d.offset != 0 || !slices.Equal(d.kvs, []string{"new=1"}) {
+		t.Errorf("after the changelog was recreated with one record: offset %d, %v; want 0, [new=1]", d.offset, d.kvs)
+	}
+
+	// More records than the store had: only the topic ID tells.
+	r.recreate(t, val("x", "1"), val("y", "2"), val("z", "3"))
+	r.restoreInto(t, r.direct)
+	if d := dumpStores(t, r.direct, r.topic); d.offset != 2 || !slices.Equal(d.kvs, []string{"x=1", "y=2", "z=3"}) {
+		t.Errorf("after the changelog was recreated with three records: offset %d, %v; want 2, [x=1 y=2 z=3]", d.offset, d.kvs)
+	}
+
+	// Empty: Goka restores it (it failed on the store's offset).
+	r.recreate(t)
+	r.restoreInto(t, r.direct)
+	if d := dumpStores(t, r.direct, r.topic); d.offset != -2 || len(d.kvs) != 0 {
+		t.Errorf("after the changelog was recreated empty: offset %d, %v; want -2 (none), nothing", d.offset, d.kvs)
 	}
 }

@@ -31,7 +31,9 @@
 //
 // A store is stamped caught up with its changelog only when its restore
 // reached the changelog's high-water mark read when it opened (end.go):
-// Goka also ends a restore that a revoke cut off with MarkRecovered.
+// Goka also ends a restore that a revoke cut off with MarkRecovered. A
+// store past that high-water mark, or recorded for another topic ID (the
+// changelog was recreated or truncated), is wiped and restored.
 //
 // A store that opens far behind its changelog (after a move to another
 // instance, or a wipe) can read the changelog itself before Goka restores
@@ -470,6 +472,8 @@ func (s *store) openTrustedDB(files lvlstorage.Storage, existed bool) (*leveldb.
 		switch {
 		case err != nil:
 			s.log.Warn("local offset unreadable, restoring from changelog", "err", err)
+		case found && s.untrusted(offset, id) != "":
+			s.log.Warn("local store does not match its changelog, restoring from changelog", "reason", s.untrusted(offset, id))
 		case found && s.stores.MaxOffline > 0 && !at.IsZero() && s.stores.now().Sub(at) > s.stores.MaxOffline:
 			s.log.Warn("local store last caught up with its changelog too long ago (tombstones may have been compacted away since), restoring from changelog",
 				"offset", offset, "caught_up", at.UTC().Format(time.RFC3339), "max_offline", s.stores.MaxOffline)
