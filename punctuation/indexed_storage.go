@@ -27,9 +27,12 @@ func (p *Punctuator) StorageBuilder(inner storage.Builder) storage.Builder {
 // the restored store, which is cheaper than reading each key's old value
 // during a restore of millions of records.
 //
-// After that, the index needs a key's old value to drop its old follow-ups.
-// A callback reads the value (Get) right before it writes it (Set), so the
-// wrapper keeps the last value read; other writes read it from the store.
+// After that, the index needs a key's old value to drop its old follow-ups:
+// a write reads it from the store first. (The store has it at hand: the
+// callback read it moments before. The wrapper keeps no value of its own:
+// Goka's Processor.Get, for the web page and the admin API, reads through
+// the same Get from other goroutines, and a read that straddled a
+// callback's write would leave a stale value to take for the old one.)
 //
 // Goka calls MarkRecovered on the partition's goroutine, except when a
 // revoke cut the restore off: then in a goroutine nothing waits for, which
@@ -44,11 +47,6 @@ type indexed struct {
 
 	life   sync.Mutex
 	closed bool
-
-	mu       sync.Mutex
-	lastKey  string
-	lastVal  []byte
-	lastHeld bool
 }
 
 // While the index of a large partition is built, its progress is logged
@@ -145,42 +143,17 @@ func (s *indexed) Close() error {
 	return err
 }
 
-func (s *indexed) Get(key string) ([]byte, error) {
+// previous is key's value before the write about to happen. An error
+// fails the write: the index cannot drop follow-ups it cannot read.
+func (s *indexed) previous(key string) (*Value, error) {
 	v, err := s.Storage.Get(key)
-	if err == nil {
-		s.mu.Lock()
-		s.lastKey, s.lastVal, s.lastHeld = key, v, true
-		s.mu.Unlock()
-	}
-	return v, err
-}
-
-// forget drops the value kept from a read of key, which is about to change.
-func (s *indexed) forget(key string) {
-	s.mu.Lock()
-	if s.lastKey == key {
-		s.lastKey, s.lastVal, s.lastHeld = "", nil, false
-	}
-	s.mu.Unlock()
-}
-
-// previous is key's value before the write about to happen.
-func (s *indexed) previous(key string) *Value {
-	s.mu.Lock()
-	v, held := s.lastVal, s.lastHeld && s.lastKey == key
-	s.lastKey, s.lastVal, s.lastHeld = "", nil, false
-	s.mu.Unlock()
-	if !held {
-		var err error
-		if v, err = s.Storage.Get(key); err != nil {
-			s.p.cfg.Logger.Error("read table value before writing it", "table", s.p.cfg.Table, "partition", s.part, "key", key, "err", err)
-			return nil
-		}
+	if err != nil {
+		return nil, fmt.Errorf("index partition %d: read %q before writing it: %w", s.part, key, err)
 	}
 	if v == nil {
-		return nil
+		return nil, nil
 	}
-	return s.parse(key, v)
+	return s.parse(key, v), nil
 }
 
 func (s *indexed) Set(key string, value []byte) error {
@@ -189,10 +162,11 @@ func (s *indexed) Set(key string, value []byte) error {
 	}
 	v := s.parse(key, value)
 	var old *Value
-	if v == nil || v.Mark == nil {
-		old = s.previous(key)
-	} else {
-		s.forget(key) // a mark's key holds no follow-ups: its old value is not needed
+	if v == nil || v.Mark == nil { // a mark's key holds no follow-ups: its old value is not needed
+		var err error
+		if old, err = s.previous(key); err != nil {
+			return err
+		}
 	}
 	if err := s.Storage.Set(key, value); err != nil {
 		return err
@@ -205,7 +179,10 @@ func (s *indexed) Delete(key string) error {
 	if s.index == nil { // restoring
 		return s.Storage.Delete(key)
 	}
-	old := s.previous(key)
+	old, err := s.previous(key)
+	if err != nil {
+		return err
+	}
 	if err := s.Storage.Delete(key); err != nil {
 		return err
 	}

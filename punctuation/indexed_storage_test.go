@@ -1,6 +1,8 @@
 package punctuation
 
 import (
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,5 +71,74 @@ func TestMarkRecoveredRacingCloseRegistersNothing(t *testing.T) {
 	}
 	if x := p.Index(2); x != nil {
 		t.Errorf("partition 2 registered with %d pending by a MarkRecovered after Close", x.Len())
+	}
+}
+
+// heldRead is a store whose next Get, once armed, reads the value, then
+// tells read and waits for release before it returns it.
+type heldRead struct {
+	storage.Storage
+	armed         atomic.Bool
+	read, release chan struct{}
+}
+
+func (h *heldRead) Get(key string) ([]byte, error) {
+	v, err := h.Storage.Get(key)
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.read)
+		<-h.release
+	}
+	return v, err
+}
+
+// A read for the web page or the admin API (Processor.Get, from another
+// goroutine) reaches the same storage as the callbacks' reads. One that
+// read a user's value before a callback's write and returns after the
+// callback's next read must not leave its old value for the next write
+// to take as the one it replaces: the index would drop the follow-ups of
+// a value long gone and keep those of the value replaced.
+func TestQueryReadDoesNotFeedTheIndex(t *testing.T) {
+	p := newTestPunctuator(t, clock.NewFake(t0), nil)
+	inner := &heldRead{Storage: storage.NewMemory(), read: make(chan struct{}), release: make(chan struct{})}
+	value := func(id string, after time.Duration) []byte {
+		return encValue(Value{Pending: []Task{{Due: t0.Add(after).UnixNano(), ID: id}}})
+	}
+	st := open(t, p, "tbl", 0, inner, func(st storage.Storage) {
+		if err := st.Set("u", value("t1", time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	get := func() {
+		t.Helper()
+		if _, err := st.Get("u"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := func(v []byte) {
+		t.Helper()
+		if err := st.Set("u", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	inner.armed.Store(true)
+	queried := make(chan struct{})
+	go func() { // the query: reads t1's value, returns after the callbacks below read
+		defer close(queried)
+		if _, err := st.Get("u"); err != nil {
+			t.Error(err)
+		}
+	}()
+	<-inner.read
+	get() // a callback: t1 -> t2
+	set(value("t2", 2*time.Second))
+	get() // the next callback reads t2's value...
+	close(inner.release)
+	<-queried // ...while the query returns t1's
+	set(value("t3", 3*time.Second))
+
+	want := []Pos{{Due: t0.Add(3 * time.Second).UnixNano(), User: "u", Task: "t3"}}
+	if got := p.Index(0).Pending(); !slices.Equal(got, want) {
+		t.Errorf("index pending %v after u's value went t1, t2, t3; want only t3", got)
 	}
 }
