@@ -1,6 +1,7 @@
 package localstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -101,7 +102,7 @@ func topicID(client sarama.Client, version sarama.KafkaVersion, topic string, pa
 // it unknown.
 func (s *store) readEnd() {
 	e, err := s.stores.end(s.topic, s.partition)
-	if err != nil && !errors.Is(err, errNoKafka) {
+	if err != nil && !errors.Is(err, errNoKafka) && !errors.Is(err, context.Canceled) { // not: no Kafka, or the process stops
 		s.log.Warn("changelog's end unknown: the store is not checked against it, and not stamped caught up", "err", err)
 	}
 	s.end, s.topicID = e, e.id
