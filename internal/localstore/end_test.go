@@ -1,13 +1,19 @@
 package localstore
 
 import (
+	"context"
 	"io"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/codec"
 	"github.com/lovoo/goka/storage"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ivrsched/ivrsched/internal/clock"
 )
@@ -133,5 +139,96 @@ func TestRecreatedChangelogIsRestoredFromScratch(t *testing.T) {
 	r.restoreInto(t, r.direct)
 	if d := dumpStores(t, r.direct, r.topic); d.offset != -2 || len(d.kvs) != 0 {
 		t.Errorf("after the changelog was recreated empty: offset %d, %v; want -2 (none), nothing", d.offset, d.kvs)
+	}
+}
+
+// markOrdered wraps a store so that Close comes after Goka's MarkRecovered
+// (the order in which Goka's MarkRecovered after a cut once stamped the
+// store): called is closed with the MarkRecovered's error in err. Close
+// waits for it at most orderBound (a Goka that no longer calls it fails
+// the test instead of hanging it).
+type markOrdered struct {
+	storage.Storage
+	called chan struct{}
+	err    error
+}
+
+const orderBound = 10 * time.Second
+
+func (m *markOrdered) MarkRecovered() error {
+	m.err = m.Storage.MarkRecovered()
+	close(m.called)
+	return m.err
+}
+
+func (m *markOrdered) Close() error {
+	select {
+	case <-m.called:
+	case <-time.After(orderBound):
+	}
+	return m.Storage.Close()
+}
+
+// The same cut-off through Goka 1.1.16 itself: a reused store's restore of
+// its changelog's tail is cut off by the view's context ending while a
+// fetch is held (a revoke). Goka calls MarkRecovered all the same; the
+// store keeps the time it last held its changelog whole, and is wiped once
+// that is MaxOffline ago.
+func TestGokaCutOffRestoreKeepsTheStamp(t *testing.T) {
+	r := newChangelogRig(t)
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	r.direct.Clock, r.direct.MaxOffline = clk, 6*24*time.Hour
+	r.write(t, val("a", "1"), val("b", "2"))
+	r.restoreInto(t, r.direct) // caught up on day 0
+	r.write(t, tomb("a"), val("c", "3"))
+	clk.Advance(5 * 24 * time.Hour)
+
+	fetching, release := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	r.cluster.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		r.cluster.KeepControl()
+		if held.CompareAndSwap(false, true) { // Goka's first fetch of the tail
+			close(fetching)
+			r.cluster.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	var releaseOnce sync.Once
+	releaseFetch := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseFetch()
+	var st *markOrdered
+	build := func(topic string, partition int32) (storage.Storage, error) {
+		inner, err := r.direct.Builder()(topic, partition)
+		st = &markOrdered{Storage: inner, called: make(chan struct{})}
+		return st, err
+	}
+	v, err := goka.NewView(r.k.Brokers, goka.Table(r.topic), new(codec.Bytes),
+		append(r.k.ViewOptions(), goka.WithViewStorageBuilder(build), goka.WithViewLogger(quiet{}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx) }()
+	<-fetching
+	cancel() // the revoke
+	select {
+	case <-st.called:
+	case <-time.After(orderBound):
+		t.Fatal("Goka did not call MarkRecovered after a restore cut off by its context")
+	}
+	if st.err == nil {
+		t.Error("MarkRecovered after a restore cut off at offset 1 of 3: no error")
+	}
+	releaseFetch() // Goka's consumer closes once its fetch returns
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Advance(2 * 24 * time.Hour) // 7 days after the store last held its changelog whole
+	reopened := openOn(t, r.direct, r.topic)
+	defer mustClose(t, reopened)
+	if off := mustOffset(t, reopened); off != -2 {
+		t.Fatalf("GetOffset = %d 7 days after the store last held its changelog whole, want -2 (wiped)", off)
 	}
 }
