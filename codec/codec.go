@@ -46,10 +46,13 @@ type Proto[T any, PT interface {
 }] struct{}
 
 // Encode marshals a *T. An *Undecodable encodes to its original bytes, so a
-// poison record can be forwarded unchanged.
+// poison record can be forwarded unchanged, and Encoded to its bytes.
 func (Proto[T, PT]) Encode(value any) ([]byte, error) {
-	if u, ok := value.(*Undecodable); ok {
-		return u.Data, nil
+	switch v := value.(type) {
+	case *Undecodable:
+		return v.Data, nil
+	case Encoded:
+		return v, nil
 	}
 	m, ok := value.(PT)
 	if !ok {

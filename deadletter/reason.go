@@ -7,7 +7,8 @@ type Reason string
 
 // The reasons a record is rejected. The scheduler rejects commands and
 // ticks; the dialer rejects calls and statuses (ReasonUndecodable,
-// ReasonMissingCallID, ReasonUnreadableState).
+// ReasonMissingCallID, ReasonTooLong, ReasonUnreadableState,
+// ReasonStateTooLarge).
 const (
 	ReasonUndecodable      Reason = "undecodable"
 	ReasonUnknownCommand   Reason = "unknown_command"
@@ -51,6 +52,18 @@ const (
 	// A CallEnded without an attempt number or with an outcome that is not
 	// final.
 	ReasonInvalidCallEnded Reason = "invalid_call_ended"
+	// An Onboard with more follow-ups than --max-follow-ups.
+	ReasonTooManyFollowUps Reason = "too_many_follow_ups"
+	// An Onboard that would leave its user more follow-ups pending than
+	// --max-pending.
+	ReasonTooManyPending Reason = "too_many_pending"
+	// A user, task or call id, campaign id or script longer than its bound
+	// (scheduler.MaxIDBytes, MaxScriptBytes).
+	ReasonTooLong Reason = "too_long"
+	// The user's stored value, with the record applied, would be larger
+	// than a record of the table may be: the record is not applied, the
+	// value stays as it was.
+	ReasonStateTooLarge Reason = "state_too_large"
 )
 
 // Reasons lists every reason, in the order above: the closed set of the
@@ -60,5 +73,6 @@ func Reasons() []Reason {
 		ReasonInvalidPhone, ReasonUnknownTimeZone, ReasonNegativeDelay, ReasonDelayTooLong, ReasonDueTooFarPast,
 		ReasonDueTooFarFuture, ReasonMissingTaskID, ReasonDuplicateTaskID, ReasonMissingWhen, ReasonPayloadTooLarge,
 		ReasonMisroutedForward, ReasonReservedUserID, ReasonTimeOutOfRange, ReasonRequestedAtSkew, ReasonMissingCallID,
-		ReasonUnreadableState, ReasonNoTimeZone, ReasonInvalidRepeat, ReasonNoOpening, ReasonInvalidCallEnded}
+		ReasonUnreadableState, ReasonNoTimeZone, ReasonInvalidRepeat, ReasonNoOpening, ReasonInvalidCallEnded,
+		ReasonTooManyFollowUps, ReasonTooManyPending, ReasonTooLong, ReasonStateTooLarge}
 }

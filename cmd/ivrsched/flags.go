@@ -162,6 +162,8 @@ type limitFlags struct {
 	pastDue    string
 	maxPayload int
 	maxSkew    time.Duration
+	maxFollow  int
+	maxPending int
 	registered bool // commands that schedule nothing (cancel, forget) have no limit flags
 }
 
@@ -173,13 +175,16 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.pastDue, "past-due", "reject", "what to do with a due time older than --max-past: reject (to the dead-letter topic) or fire")
 	fs.IntVar(&l.maxPayload, "max-payload", lim.MaxPayload, "largest follow-up payload, in bytes")
 	fs.DurationVar(&l.maxSkew, "max-skew", lim.MaxSkew, "how far a command's requested_at may lie from its record timestamp (the broker's clock)")
+	fs.IntVar(&l.maxFollow, "max-follow-ups", lim.MaxFollowUps, "most follow-ups in one onboard command")
+	fs.IntVar(&l.maxPending, "max-pending", lim.MaxPending, "most follow-ups pending for one user; an onboard command that would leave more is rejected")
 }
 
 func (l *limitFlags) limits() (scheduler.Limits, error) {
 	if !l.registered {
 		return scheduler.DefaultLimits(), nil
 	}
-	lim := scheduler.Limits{MaxDelay: l.maxDelay, MaxPast: l.maxPast, MaxPayload: l.maxPayload, MaxSkew: l.maxSkew}
+	lim := scheduler.Limits{MaxDelay: l.maxDelay, MaxPast: l.maxPast, MaxPayload: l.maxPayload, MaxSkew: l.maxSkew,
+		MaxFollowUps: l.maxFollow, MaxPending: l.maxPending}
 	switch {
 	case l.maxDelay <= 0:
 		return lim, badFlag("max-delay", "%v; want a positive duration like 9600h", l.maxDelay)
@@ -189,6 +194,10 @@ func (l *limitFlags) limits() (scheduler.Limits, error) {
 		return lim, badFlag("max-payload", "%d; want a byte count >= 1", l.maxPayload)
 	case l.maxSkew < time.Second:
 		return lim, badFlag("max-skew", "%v; want a duration >= 1s like 24h", l.maxSkew)
+	case l.maxFollow < 1:
+		return lim, badFlag("max-follow-ups", "%d; want a count >= 1", l.maxFollow)
+	case l.maxPending < l.maxFollow:
+		return lim, badFlag("max-pending", "%d; want a count >= --max-follow-ups (%d)", l.maxPending, l.maxFollow)
 	}
 	switch l.pastDue {
 	case "reject":

@@ -213,17 +213,18 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		stores := newStores(ctx, cfg, "scheduler", log)
 		lateness := metrics.FireLateness()
 		s, err := scheduler.New(scheduler.Config{
-			Topics:     cfg.Topics,
-			Storage:    cfg.schedulerStorage(stores.Builder()),
-			Clock:      cfg.Clock,
-			Default:    cfg.Default,
-			Limits:     cfg.Limits,
-			Partitions: int32(cfg.Kafka.Partitions),
-			TickGap:    cfg.TickGap,
-			Retain:     cfg.Retain,
-			Policy:     pv.Current,
-			Lateness:   lateness,
-			Logger:     log.With("role", "scheduler"),
+			Topics:        cfg.Topics,
+			Storage:       cfg.schedulerStorage(stores.Builder()),
+			Clock:         cfg.Clock,
+			Default:       cfg.Default,
+			Limits:        cfg.Limits,
+			MaxValueBytes: scheduler.ValueBound(cfg.Kafka.Sarama()),
+			Partitions:    int32(cfg.Kafka.Partitions),
+			TickGap:       cfg.TickGap,
+			Retain:        cfg.Retain,
+			Policy:        pv.Current,
+			Lateness:      lateness,
+			Logger:        log.With("role", "scheduler"),
 		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), cfg.Clock, log))
 		if err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"github.com/ivrsched/ivrsched/placement"
 	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/processors/dialer"
+	"github.com/ivrsched/ivrsched/processors/scheduler"
 	"github.com/ivrsched/ivrsched/providers"
 	"github.com/ivrsched/ivrsched/providers/twilio"
 	"github.com/ivrsched/ivrsched/providers/webhook"
@@ -75,6 +76,8 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		Clock:   cfg.Clock,
 		Policy:  pol,
 		Logger:  dlog,
+		// The dialer's table is written by a producer configured alike.
+		MaxValueBytes: scheduler.ValueBound(cfg.Kafka.Sarama()),
 	})
 	if err != nil {
 		return nil, nil, nil, errors.Join(err, loop.Finish())

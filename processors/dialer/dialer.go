@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 
@@ -41,6 +42,7 @@ import (
 	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/policy"
+	"github.com/ivrsched/ivrsched/processors/scheduler"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -87,6 +89,11 @@ type Config struct {
 	Clock   clock.Clock
 	// History is how many placed calls each user's value remembers.
 	History int
+	// MaxValueBytes bounds a user's encoded value: a value that would be
+	// larger loses its oldest records first. 0: what the table's producer
+	// accepts by Sarama's default Producer.MaxMessageBytes
+	// (scheduler.ValueBound).
+	MaxValueBytes int
 	// OnFinal, if set, is called with each call's final outcome, once per
 	// call id (again only when a crash replays the status that made it
 	// final), inside the loop callback of the call's user: on the
@@ -109,6 +116,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.History <= 0 {
 		c.History = 64
+	}
+	if c.MaxValueBytes <= 0 {
+		c.MaxValueBytes = scheduler.ValueBound(sarama.NewConfig())
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -145,6 +155,9 @@ type Stats struct {
 	// Finals published; Forgotten users erased; Reported final outcomes
 	// sent to the scheduler for its retry rules.
 	Finals, Forgotten, Reported atomic.Int64
+	// Trimmed counts the records dropped, oldest first, to keep a user's
+	// value within MaxValueBytes.
+	Trimmed atomic.Int64
 	// FiredBeforeForget: calls consumed after their user's Forget that the
 	// scheduler fired before it (ivr-calls lagging behind followup-events):
 	// dropped, not placed.
@@ -252,6 +265,13 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 		d.Stats.Invalid.Add(1)
 		d.dlq.Send(ctx, deadletter.ReasonMissingCallID, "an IVRCall needs a call id", deadletter.Value(call))
 		return
+	case longID(ctx.Key(), call) != "":
+		// The scheduler publishes no such call; the user's value could not
+		// keep its record.
+		d.cfg.Placer.Track(part, offset)
+		d.Stats.Invalid.Add(1)
+		d.dlq.Send(ctx, deadletter.ReasonTooLong, fmt.Sprintf("the call's %s is longer than %d bytes: not placed", longID(ctx.Key(), call), scheduler.MaxIDBytes), deadletter.Value(call))
+		return
 	}
 	if call.GetUserId() == "" {
 		call.UserId = ctx.Key()
@@ -289,6 +309,17 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 	default:
 		d.Stats.Duplicates.Add(1)
 	}
+}
+
+// longID names the id of a call (its key, user, call or task id) that is
+// longer than the scheduler accepts, or is "".
+func longID(key string, c *pb.IVRCall) string {
+	for _, id := range [...]struct{ name, v string }{{"key", key}, {"user id", c.GetUserId()}, {"call id", c.GetCallId()}, {"task id", c.GetTaskId()}} {
+		if len(id.v) > scheduler.MaxIDBytes {
+			return id.name
+		}
+	}
+	return ""
 }
 
 // undecodable dead-letters a record that did not decode.

@@ -105,7 +105,7 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 		// A status callback came first: the call is placed already.
 		if r.GetProviderCallId() == "" && s.GetProviderCallId() != "" {
 			r.ProviderCallId = s.GetProviderCallId()
-			ctx.SetValue(st)
+			d.write(ctx, st, r, s)
 		}
 	case !s.GetFinal() && d.outcome(r, s) == r.GetOutcome() && (s.GetOutcome() != pb.Outcome_OUTCOME_MACHINE || r.GetMachine()):
 		// Nothing new (a callback sent twice, or "initiated" after placed).
@@ -186,7 +186,7 @@ func (d *Dialer) apply(ctx goka.Context, st *pb.DialerState, r *pb.DialRecord, s
 	if s.GetProviderCallId() != "" {
 		r.ProviderCallId = s.GetProviderCallId()
 	}
-	ctx.SetValue(st)
+	d.write(ctx, st, r, s)
 	res := d.result(ctx, r, s, o)
 	ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
 	if res.GetFinal() {

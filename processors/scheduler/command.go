@@ -97,7 +97,9 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 	changed = s.settle(ctx, st, true) || changed
 	if changed {
 		st.UpdatedAt = timestamppb.New(issued)
-		ctx.SetValue(st) // the storage wrapper also updates the due index
+		if err := s.write(ctx, st); err != nil {
+			s.rejectRecord(ctx, cmd, err)
+		}
 	}
 }
 
@@ -221,6 +223,7 @@ func (s *Scheduler) onboard(ctx goka.Context, st *pb.UserState, o *pb.Onboard, c
 			}
 		}
 	}
+	ix := newPendingIndex(st.Pending)
 	for i, f := range follow {
 		due := timestamppb.New(dueTime(f.GetDelay(), f.GetDueAt(), base))
 		t := &pb.Task{TaskId: taskID(f, i), DueAt: due, RequestedAt: due, Action: f.GetAction(), Payload: f.GetPayload(), Attempt: 1}
@@ -236,8 +239,14 @@ func (s *Scheduler) onboard(ctx goka.Context, st *pb.UserState, o *pb.Onboard, c
 		if moved {
 			deferred = append(deferred, t)
 		}
-		st.Pending = upsert(st.Pending, t)
+		st.Pending = ix.upsert(st.Pending, t)
 		s.Stats.Scheduled.Add(1)
+	}
+	if n, limit := len(st.Pending), s.cfg.Limits.MaxPending; limit > 0 && n > limit {
+		return reject(deadletter.ReasonTooManyPending, "user %q would have %d follow-ups pending, limit %d", st.GetUserId(), n, limit)
+	}
+	if err := s.fits(st); err != nil {
+		return err // before anything is reported or fired
 	}
 	sortPending(st.Pending)
 	for _, t := range deferred {
@@ -251,13 +260,24 @@ func zoneKey(st *pb.UserState) string {
 	return st.GetTimeZone() + "|" + st.GetRegion() + "|" + strings.Join(st.GetPhoneZones(), ",")
 }
 
-func upsert(p []*pb.Task, t *pb.Task) []*pb.Task {
-	for i, old := range p {
-		if old.GetTaskId() == t.GetTaskId() {
-			p[i] = t
-			return p
-		}
+// pendingIndex maps the task ids of pending follow-ups to their places.
+type pendingIndex map[string]int
+
+func newPendingIndex(p []*pb.Task) pendingIndex {
+	ix := make(pendingIndex, len(p))
+	for i, t := range p {
+		ix[t.GetTaskId()] = i
 	}
+	return ix
+}
+
+// upsert replaces the pending follow-up with t's task id by t, or appends t.
+func (ix pendingIndex) upsert(p []*pb.Task, t *pb.Task) []*pb.Task {
+	if i, ok := ix[t.GetTaskId()]; ok {
+		p[i] = t
+		return p
+	}
+	ix[t.GetTaskId()] = len(p)
 	return append(p, t)
 }
 

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -46,6 +47,11 @@ type Config struct {
 	Default DefaultFollowUp
 	// Limits bound what commands may ask for; zero value: DefaultLimits.
 	Limits Limits
+	// MaxValueBytes bounds a user's encoded value: a command or wake that
+	// would make it larger is dead-lettered (state_too_large) and the value
+	// stays as it was. 0: what the table's producer accepts by Sarama's
+	// default Producer.MaxMessageBytes (ValueBound).
+	MaxValueBytes int
 	// Partitions of the co-partitioned topics. A command whose key belongs
 	// on another partition than the one it arrived on is forwarded there.
 	// 0 or 1 turns the check off.
@@ -113,6 +119,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = ValueBound(sarama.NewConfig())
+	}
 	if c.Limits == (Limits{}) {
 		c.Limits = DefaultLimits()
 	}
@@ -133,8 +142,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scheduler: default delay %v is negative", c.Default.Delay)
 	case c.Retain < 0:
 		return fmt.Errorf("scheduler: retention %v is negative", c.Retain)
+	case c.MaxValueBytes < 0:
+		return fmt.Errorf("scheduler: value bound %d is negative", c.MaxValueBytes)
 	}
 	return nil
+}
+
+// ValueBound is the largest user value the scheduler writes with a
+// producer configured as c: Producer.MaxMessageBytes less a record's
+// framing and its key (a user id, at most MaxIDBytes).
+func ValueBound(c *sarama.Config) int {
+	return codec.ValueBound(c.Producer.MaxMessageBytes, MaxIDBytes)
 }
 
 // Stats counts what the scheduler did since it started.

@@ -55,13 +55,26 @@ type Limits struct {
 	// MaxSkew bounds how far requested_at may lie from the record
 	// timestamp, either way; 0: no bound (tests only).
 	MaxSkew time.Duration
+	// MaxFollowUps bounds the follow-ups of one Onboard; MaxPending the
+	// follow-ups pending for one user once a command is applied. 0: no
+	// bound (tests only).
+	MaxFollowUps, MaxPending int
 }
+
+// The lengths of what a command names, in bytes: user, task and call ids
+// and campaign ids up to MaxIDBytes, scripts up to MaxScriptBytes.
+const (
+	MaxIDBytes     = 256
+	MaxScriptBytes = 4096
+)
 
 // DefaultLimits: delays up to 400 days, due times up to a day in the past
 // fire at once, older ones are rejected, payloads up to 16 KiB, requested_at
-// within a day of the record timestamp.
+// within a day of the record timestamp, up to 1000 follow-ups in a command
+// and 1000 pending for a user.
 func DefaultLimits() Limits {
-	return Limits{MaxDelay: 400 * 24 * time.Hour, MaxPast: 24 * time.Hour, PastDue: PastDueReject, MaxPayload: 16 << 10, MaxSkew: 24 * time.Hour}
+	return Limits{MaxDelay: 400 * 24 * time.Hour, MaxPast: 24 * time.Hour, PastDue: PastDueReject, MaxPayload: 16 << 10, MaxSkew: 24 * time.Hour,
+		MaxFollowUps: 1000, MaxPending: 1000}
 }
 
 // The times the scheduler accepts, in commands and record timestamps alike:
@@ -141,6 +154,9 @@ func validate(key string, cmd *pb.Command, recordTime time.Time, lim Limits) (c 
 	case key != c.user:
 		return checked{}, reject(deadletter.ReasonKeyMismatch, "record key %q differs from user id %q", key, c.user)
 	}
+	if err := checkLen("user id", c.user, MaxIDBytes); err != nil {
+		return checked{}, err
+	}
 	if strings.HasPrefix(c.user, topology.ReservedPrefix) {
 		return checked{}, reject(deadletter.ReasonReservedUserID, "user id %q starts with %q, which is reserved", c.user, topology.ReservedPrefix)
 	}
@@ -156,7 +172,9 @@ func validateCommand(cmd *pb.Command, c *checked, lim Limits) error {
 	switch cc := cmd.GetCommand().(type) {
 	case *pb.Command_Onboard:
 		return validateOnboard(cc.Onboard, c, lim)
-	case *pb.Command_Cancel, *pb.Command_Forget:
+	case *pb.Command_Cancel:
+		return checkLen("task id", cc.Cancel.GetTaskId(), MaxIDBytes)
+	case *pb.Command_Forget:
 		return nil
 	case *pb.Command_CallEnded:
 		return validateCallEnded(cc.CallEnded)
@@ -164,9 +182,12 @@ func validateCommand(cmd *pb.Command, c *checked, lim Limits) error {
 		if cc.RunNow.GetTaskId() == "" {
 			return reject(deadletter.ReasonMissingTaskID, "run-now needs a task id")
 		}
-		return nil
+		return checkLen("task id", cc.RunNow.GetTaskId(), MaxIDBytes)
 	case *pb.Command_Reschedule:
 		r := cc.Reschedule
+		if err := checkLen("task id", r.GetTaskId(), MaxIDBytes); err != nil {
+			return err
+		}
 		if r.GetTaskId() == "" {
 			return reject(deadletter.ReasonMissingTaskID, "reschedule needs a task id")
 		}
@@ -204,9 +225,15 @@ func validateOnboard(o *pb.Onboard, c *checked, lim Limits) error {
 			return err
 		}
 	}
+	if n := len(o.GetFollowUps()); lim.MaxFollowUps > 0 && n > lim.MaxFollowUps {
+		return reject(deadletter.ReasonTooManyFollowUps, "%d follow-ups in one command, limit %d", n, lim.MaxFollowUps)
+	}
 	seen := make(map[string]bool)
 	for i, f := range o.GetFollowUps() {
 		id := taskID(f, i)
+		if err := checkFollowUpLen(id, f); err != nil {
+			return err
+		}
 		if seen[id] {
 			return reject(deadletter.ReasonDuplicateTaskID, "task id %q appears twice in one command (across commands a task id is upserted)", id)
 		}
@@ -290,6 +317,26 @@ func checkDue(task string, delay *durationpb.Duration, at *timestamppb.Timestamp
 	return nil
 }
 
+// checkLen rejects a string longer than limit bytes.
+func checkLen(what, v string, limit int) error {
+	if len(v) > limit {
+		return reject(deadletter.ReasonTooLong, "%s of %d bytes (%.32q...), limit %d", what, len(v), v, limit)
+	}
+	return nil
+}
+
+// checkFollowUpLen checks the lengths of a follow-up's task id, script and
+// campaign id.
+func checkFollowUpLen(id string, f *pb.FollowUp) error {
+	if err := checkLen("task id", id, MaxIDBytes); err != nil {
+		return err
+	}
+	if err := checkLen(fmt.Sprintf("task %q ivr_script", id), f.GetAction().GetIvrScript(), MaxScriptBytes); err != nil {
+		return err
+	}
+	return checkLen(fmt.Sprintf("task %q campaign_id", id), f.GetAction().GetCampaignId(), MaxIDBytes)
+}
+
 func taskID(f *pb.FollowUp, i int) string {
 	if f.GetTaskId() != "" {
 		return f.GetTaskId()
@@ -300,6 +347,12 @@ func taskID(f *pb.FollowUp, i int) string {
 // validateCallEnded checks a call's outcome report; its time is the
 // command's issue time, checked with every command's.
 func validateCallEnded(e *pb.CallEnded) error {
+	if err := checkLen("task id", e.GetTaskId(), MaxIDBytes); err != nil {
+		return err
+	}
+	if err := checkLen("call id", e.GetCallId(), MaxIDBytes); err != nil {
+		return err
+	}
 	switch {
 	case e.GetTaskId() == "":
 		return reject(deadletter.ReasonMissingTaskID, "call_ended needs a task id")

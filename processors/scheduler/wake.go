@@ -45,7 +45,10 @@ func (s *Scheduler) onWake(ctx goka.Context, msg any) {
 		s.wakeParked(ctx, st, w)
 	}
 	s.settle(ctx, st, true)
-	ctx.SetValue(st) // the storage wrapper puts what is still to come back into the due index
+	// The storage wrapper puts what is still to come back into the due index.
+	if err := s.write(ctx, st); err != nil {
+		s.rejectRecord(ctx, w, err)
+	}
 }
 
 // wakeParked moves the follow-up a tick parked, or one a tick's sweep

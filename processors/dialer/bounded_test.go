@@ -1,0 +1,95 @@
+package dialer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/processors/scheduler"
+	"github.com/ivrsched/ivrsched/providers"
+)
+
+// A user's value stays within MaxValueBytes whatever History allows: the
+// oldest records go first, as History drops them, and every call is placed
+// and its result published. A status whose call's record alone would not
+// fit is not recorded: it is dead-lettered as state_too_large and its
+// result published. Before the bound, the value grew past what the table's
+// producer accepts, and the dialer failed at every replay of the status.
+func TestValueIsBounded(t *testing.T) {
+	const bound = 2000
+	rec := &recorder{answer: providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED}}
+	h := setup(t, rec, 1, func(c *Config) { c.History, c.MaxValueBytes = 1000, bound })
+	dlq := h.tt.NewQueueTracker(string(h.topics.DialerDLQ))
+	var ids []string
+	for i := range 20 {
+		id := fmt.Sprintf("c%02d", i)
+		c := call("u1", id)
+		c.TaskId = strings.Repeat("t", 200) + id
+		h.tt.Consume(string(h.topics.Calls), "u1", c)
+		h.idle()
+		ids = append(ids, id)
+	}
+	if len(rec.seen()) != 20 || len(h.allResults()) != 20 {
+		t.Fatalf("placed %d, want 20, with their results", len(rec.seen()))
+	}
+	st := h.state("u1")
+	b, _ := proto.Marshal(st)
+	var kept []string
+	for _, r := range st.GetCalls() {
+		kept = append(kept, r.GetCallId())
+	}
+	if len(b) > bound || len(kept) < 2 || !slices.Equal(kept, ids[len(ids)-len(kept):]) {
+		t.Fatalf("value of %d bytes (bound %d) keeps calls %v, want the newest ones", len(b), bound, kept)
+	}
+	// A provider call id as large as the bound.
+	s := status("u1", "c19", pb.Outcome_OUTCOME_RINGING, false)
+	s.ProviderCallID = strings.Repeat("p", bound)
+	if err := h.d.Publish(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if res := h.allResults(); len(res) != 1 || res[0].GetOutcome() != pb.Outcome_OUTCOME_RINGING {
+		t.Fatalf("results %v, want the ringing one", res)
+	}
+	dls := deadLetters(t, dlq)
+	if len(dls) != 1 || dls[0].GetReason() != string(deadletter.ReasonStateTooLarge) {
+		t.Fatalf("dead letters %v", dls)
+	}
+	if after, _ := proto.Marshal(h.state("u1")); string(after) != string(b) {
+		t.Fatal("the value changed")
+	}
+}
+
+// A call whose ids are longer than the scheduler allows is not placed: it
+// goes to dialer-dlq as too_long.
+func TestCallWithTooLongIDs(t *testing.T) {
+	rec := &recorder{}
+	h := setup(t, rec, 1)
+	dlq := h.tt.NewQueueTracker(string(h.topics.DialerDLQ))
+	long := strings.Repeat("x", scheduler.MaxIDBytes+1)
+	c := call("u1", long)
+	h.tt.Consume(string(h.topics.Calls), "u1", c)
+	c = call("u1", "c2")
+	c.TaskId = long
+	h.tt.Consume(string(h.topics.Calls), "u1", c)
+	h.tt.Consume(string(h.topics.Calls), long, call(long, "c3"))
+	h.call("u1", "ok")
+	h.idle()
+	if got := rec.seen(); !slices.Equal(got, []string{"ok"}) {
+		t.Fatalf("placed %v", got)
+	}
+	dls := deadLetters(t, dlq)
+	if len(dls) != 3 {
+		t.Fatalf("dead letters %v", dls)
+	}
+	for _, dl := range dls {
+		if dl.GetReason() != string(deadletter.ReasonTooLong) {
+			t.Fatalf("dead letter %v", dl)
+		}
+	}
+}
