@@ -27,12 +27,7 @@ import (
 // therefore settles with fire last, which fires or holds it.
 func (s *Scheduler) settle(ctx goka.Context, st *pb.UserState, fire bool) bool {
 	if !fire {
-		keep, fired := s.splitFired(ctx.Partition(), ctx.Key(), st.Pending)
-		if len(fired) == 0 {
-			return false
-		}
-		s.record(ctx, st, keep, fired)
-		return true
+		return s.recordFired(ctx, st, nil)
 	}
 	changed := false
 	// Each pass fires what is at or before the mark; a next occurrence it
@@ -42,6 +37,26 @@ func (s *Scheduler) settle(ctx goka.Context, st *pb.UserState, fire bool) bool {
 		changed = true
 	}
 	return changed
+}
+
+// recordFired is settle without fire. A KIND_RECUR wake (w; nil: none)
+// gives the follow-up it names its fire time, the tick's, from which the
+// series' next occurrence counts (successor): a tick late by more than the
+// period fires one call, not every occurrence it missed.
+func (s *Scheduler) recordFired(ctx goka.Context, st *pb.UserState, w *pb.Wake) bool {
+	keep, fired := s.splitFired(ctx.Partition(), ctx.Key(), st.Pending)
+	if len(fired) == 0 {
+		return false
+	}
+	if w.GetKind() == pb.Wake_KIND_RECUR && w.GetAt() != nil {
+		for _, f := range fired {
+			if f.GetTask().GetTaskId() == w.GetTaskId() && f.GetTask().GetDueAt().AsTime().Equal(w.GetDueAt().AsTime()) {
+				f.FiredAt = w.GetAt()
+			}
+		}
+	}
+	s.record(ctx, st, keep, fired)
+	return true
 }
 
 func (s *Scheduler) settleFire(ctx goka.Context, st *pb.UserState) bool {

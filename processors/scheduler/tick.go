@@ -197,8 +197,8 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, 
 		if s.cfg.Lateness != nil && !replay {
 			s.cfg.Lateness.Observe(float64(now.UnixNano()-p.Due) / 1e9)
 		}
-		if t.GetRepeat() != nil { // its user's callback schedules the next occurrence
-			ctx.Loopback(p.User, &pb.Wake{Kind: pb.Wake_KIND_RECUR, TaskId: p.Task, DueAt: t.GetDueAt()})
+		if t.GetRepeat() != nil { // its user's callback records the fire time and schedules the next occurrence
+			ctx.Loopback(p.User, &pb.Wake{Kind: pb.Wake_KIND_RECUR, TaskId: p.Task, DueAt: t.GetDueAt(), At: firedAt})
 		}
 		done = append(done, p)
 	}

@@ -34,7 +34,7 @@ func (s *Scheduler) onWake(ctx goka.Context, msg any) {
 		s.rejectRecord(ctx, w, err)
 		return
 	}
-	s.settle(ctx, st, false)
+	s.recordFired(ctx, st, w)
 	if w.GetKind() == pb.Wake_KIND_RETENTION && s.expired(st) {
 		ctx.Delete() // the storage wrapper drops the user from the due index
 		s.Stats.Expired.Add(1)
