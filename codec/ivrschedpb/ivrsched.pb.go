@@ -1122,7 +1122,7 @@ func (*Reschedule_DueAt) isReschedule_When() {}
 // UserState is the scheduler's group table value, keyed by user id. The
 // table also holds one value per partition under the partition's tick key,
 // with only user_id and fired_through set.
-// Next ID: 11
+// Next ID: 12
 type UserState struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -1148,8 +1148,15 @@ type UserState struct {
 	// The phone number's region (ISO 3166-1 alpha-2; "001" for a
 	// non-geographic number), for regional blackouts, and the IANA zones the
 	// numbering plan gives it: both read once, when the phone is set.
-	Region        string   `protobuf:"bytes,9,opt,name=region,proto3" json:"region,omitempty"`
-	PhoneZones    []string `protobuf:"bytes,10,rep,name=phone_zones,json=phoneZones,proto3" json:"phone_zones,omitempty"`
+	Region     string   `protobuf:"bytes,9,opt,name=region,proto3" json:"region,omitempty"`
+	PhoneZones []string `protobuf:"bytes,10,rep,name=phone_zones,json=phoneZones,proto3" json:"phone_zones,omitempty"`
+	// The onboarding offset, plus one, of the command that created this value
+	// (0: a value written before it was recorded). The calls fired from the
+	// value carry it (IVRCall.created_offset), a Forget its own offset
+	// (ScheduleEvent.forget_offset): the dialer tells a call fired before a
+	// Forget from one fired after by the onboarding partition's order, not
+	// by the firing hosts' clocks.
+	CreatedOffset int64 `protobuf:"varint,11,opt,name=created_offset,json=createdOffset,proto3" json:"created_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1252,6 +1259,13 @@ func (x *UserState) GetPhoneZones() []string {
 		return x.PhoneZones
 	}
 	return nil
+}
+
+func (x *UserState) GetCreatedOffset() int64 {
+	if x != nil {
+		return x.CreatedOffset
+	}
+	return 0
 }
 
 // Position is a follow-up's place in firing order: due time, then user id,
@@ -1746,7 +1760,8 @@ type Wake struct {
 	Kind   Wake_Kind              `protobuf:"varint,1,opt,name=kind,proto3,enum=ivrsched.v1.Wake_Kind" json:"kind,omitempty"`
 	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	DueAt  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
-	// KIND_POLICY: when the tick found that the follow-up must wait.
+	// KIND_POLICY: when the tick found that the follow-up must wait;
+	// KIND_RECUR: when the tick fired it (FiredTask.fired_at).
 	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1811,22 +1826,24 @@ func (x *Wake) GetAt() *timestamppb.Timestamp {
 }
 
 // IVRCall is one call to place, on the `ivr-calls` topic, keyed by user id.
-// Next ID: 12
+// Next ID: 13
 type IVRCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deterministic from user, task, due time and attempt: a replay yields the
 	// same id. Providers receive it as the idempotency key.
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	TaskId        string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Phone         string                 `protobuf:"bytes,4,opt,name=phone,proto3" json:"phone,omitempty"`
-	TimeZone      string                 `protobuf:"bytes,5,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
-	DueAt         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
-	FiredAt       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=fired_at,json=firedAt,proto3" json:"fired_at,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Action        *Action                `protobuf:"bytes,9,opt,name=action,proto3" json:"action,omitempty"`
-	Payload       []byte                 `protobuf:"bytes,10,opt,name=payload,proto3" json:"payload,omitempty"`
-	OnboardedAt   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=onboarded_at,json=onboardedAt,proto3" json:"onboarded_at,omitempty"`
+	CallId      string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	UserId      string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	TaskId      string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Phone       string                 `protobuf:"bytes,4,opt,name=phone,proto3" json:"phone,omitempty"`
+	TimeZone    string                 `protobuf:"bytes,5,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	DueAt       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	FiredAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=fired_at,json=firedAt,proto3" json:"fired_at,omitempty"`
+	Attempt     uint32                 `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Action      *Action                `protobuf:"bytes,9,opt,name=action,proto3" json:"action,omitempty"`
+	Payload     []byte                 `protobuf:"bytes,10,opt,name=payload,proto3" json:"payload,omitempty"`
+	OnboardedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=onboarded_at,json=onboardedAt,proto3" json:"onboarded_at,omitempty"`
+	// UserState.created_offset of the value the call was fired from.
+	CreatedOffset int64 `protobuf:"varint,12,opt,name=created_offset,json=createdOffset,proto3" json:"created_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1936,6 +1953,13 @@ func (x *IVRCall) GetOnboardedAt() *timestamppb.Timestamp {
 		return x.OnboardedAt
 	}
 	return nil
+}
+
+func (x *IVRCall) GetCreatedOffset() int64 {
+	if x != nil {
+		return x.CreatedOffset
+	}
+	return 0
 }
 
 // CallResult is published on `ivr-results`, keyed by user id: the
@@ -2057,7 +2081,7 @@ func (x *CallResult) GetProviderCallId() string {
 
 // ScheduleEvent reports what a command, the calling policy or retention did
 // to a user's follow-ups, on the `followup-events` topic, keyed by user id.
-// Next ID: 11
+// Next ID: 12
 type ScheduleEvent struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -2069,9 +2093,13 @@ type ScheduleEvent struct {
 	// For KIND_TOO_LATE: the call that was placed.
 	CallId string `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// For KIND_DEFERRED.
-	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
-	Reason        string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
-	Blackout      string                 `protobuf:"bytes,10,opt,name=blackout,proto3" json:"blackout,omitempty"`
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	Reason      string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	Blackout    string                 `protobuf:"bytes,10,opt,name=blackout,proto3" json:"blackout,omitempty"`
+	// For KIND_FORGOTTEN: the onboarding offset, plus one, of the Forget. A
+	// call of the user whose created_offset is below it was fired from a
+	// value the Forget erased (0: not recorded, by an older scheduler).
+	ForgetOffset  int64 `protobuf:"varint,11,opt,name=forget_offset,json=forgetOffset,proto3" json:"forget_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2174,6 +2202,13 @@ func (x *ScheduleEvent) GetBlackout() string {
 		return x.Blackout
 	}
 	return ""
+}
+
+func (x *ScheduleEvent) GetForgetOffset() int64 {
+	if x != nil {
+		return x.ForgetOffset
+	}
+	return 0
 }
 
 // DialerState is the dialer's group table value, keyed by user id: the
@@ -2732,7 +2767,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x121\n" +
 	"\x05delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationH\x00R\x05delay\x123\n" +
 	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x05dueAtB\x06\n" +
-	"\x04when\"\xa5\x03\n" +
+	"\x04when\"\xcc\x03\n" +
 	"\tUserState\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05phone\x18\x02 \x01(\tR\x05phone\x12\x1b\n" +
@@ -2746,7 +2781,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06region\x18\t \x01(\tR\x06region\x12\x1f\n" +
 	"\vphone_zones\x18\n" +
 	" \x03(\tR\n" +
-	"phoneZones\"o\n" +
+	"phoneZones\x12%\n" +
+	"\x0ecreated_offset\x18\v \x01(\x03R\rcreatedOffset\"o\n" +
 	"\bPosition\x121\n" +
 	"\x06due_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
@@ -2800,7 +2836,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x0eKIND_RETENTION\x10\x02\x12\x0f\n" +
 	"\vKIND_POLICY\x10\x03\x12\x0e\n" +
 	"\n" +
-	"KIND_RECUR\x10\x04\"\x91\x03\n" +
+	"KIND_RECUR\x10\x04\"\xb8\x03\n" +
 	"\aIVRCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
@@ -2813,7 +2849,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06action\x18\t \x01(\v2\x13.ivrsched.v1.ActionR\x06action\x12\x18\n" +
 	"\apayload\x18\n" +
 	" \x01(\fR\apayload\x12=\n" +
-	"\fonboarded_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vonboardedAt\"\xa5\x02\n" +
+	"\fonboarded_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vonboardedAt\x12%\n" +
+	"\x0ecreated_offset\x18\f \x01(\x03R\rcreatedOffset\"\xa5\x02\n" +
 	"\n" +
 	"CallResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
@@ -2824,7 +2861,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
 	"\x05final\x18\b \x01(\bR\x05final\x12(\n" +
-	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\x93\x05\n" +
+	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\xb8\x05\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -2836,7 +2873,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\frequested_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1a\n" +
 	"\bblackout\x18\n" +
-	" \x01(\tR\bblackout\"\x97\x02\n" +
+	" \x01(\tR\bblackout\x12#\n" +
+	"\rforget_offset\x18\v \x01(\x03R\fforgetOffset\"\x97\x02\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x01\x12\x14\n" +

@@ -36,6 +36,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
@@ -52,11 +53,12 @@ import (
 // Every ivr-calls record goes to Submit (a call to place: false if the
 // placer holds its call id already) or Track (a record dropped), with its
 // offset, in offset order; every followup-events record to Forget (a
-// user's calls are not to be placed, with the Forget's time, zero for an
-// expiry) or Event (nothing to do). Forgotten, asked of each call before
-// Submit or Track,
-// says whether the call was fired before a Forget of its user consumed
-// already (then it is dropped). Record tells it that a status recorded
+// user's calls are not to be placed, with the Forget's place in the
+// partition's order as a time, forgetTime; zero for an expiry) or Event
+// (nothing to do). Forgotten, asked of each call before Submit or Track
+// (with the call's place as its fired_at, inOrder), says whether the call
+// was fired before a Forget of its user consumed already (then it is
+// dropped). Record tells it that a status recorded
 // the call (it returns the call if the placer held it). All are called
 // from the partitions' callbacks, concurrently across partitions; Submit
 // may wait while the placer is full, until ctx ends. StorageBuilder wraps the dialer table's
@@ -276,7 +278,7 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 	if call.GetUserId() == "" {
 		call.UserId = ctx.Key()
 	}
-	if d.cfg.Placer.Forgotten(part, call) {
+	if d.cfg.Placer.Forgotten(part, inOrder(call)) {
 		d.cfg.Placer.Track(part, offset)
 		d.Stats.FiredBeforeForget.Add(1)
 		return
@@ -348,14 +350,48 @@ func record(st *pb.DialerState, id string) *pb.DialRecord {
 	return nil
 }
 
-// unknownTime is the time of a Forget event that carries none: every call
-// of its user consumed while it is recent is dropped.
+// unknownTime is the place of a Forget event that carries none (from an
+// older scheduler): every call of its user consumed while it is recent is
+// dropped.
 var unknownTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// The placer drops a call "fired at or before" a recent Forget of its user
+// and compares the times the dialer gives it. The dialer gives it places in
+// the onboarding partition's order instead of the firing hosts' clocks
+// (which differ by their skew, and a rebalance moves a partition between
+// hosts): a call's place is the onboarding offset, plus one, of the command
+// that created the value it was fired from (IVRCall.created_offset), a
+// Forget's is its own offset (ScheduleEvent.forget_offset, also plus one)
+// less one. A call fired before the Forget was fired from a value created
+// before it, so its place is at or before the Forget's; a call fired after
+// it, from a value created after it, is after. orderTime maps a place to
+// the time the placer compares.
+func orderTime(place int64) time.Time { return time.Unix(0, place) }
+
+// forgetTime is where a Forget event stands in that order.
+func forgetTime(ev *pb.ScheduleEvent) time.Time {
+	if ev.GetForgetOffset() <= 0 {
+		return unknownTime
+	}
+	return orderTime(ev.GetForgetOffset() - 1)
+}
+
+// inOrder is what the placer's Forgotten reads of call: its user and its
+// place (none from a value created before the place was recorded: such a
+// value was created before any Forget that carries one, and a call without
+// a place is dropped while a Forget of its user is recent).
+func inOrder(call *pb.IVRCall) *pb.IVRCall {
+	c := &pb.IVRCall{UserId: call.GetUserId()}
+	if call.GetCreatedOffset() > 0 {
+		c.FiredAt = timestamppb.New(orderTime(call.GetCreatedOffset()))
+	}
+	return c
+}
 
 // onEvent forgets a user the scheduler forgot (a Forget command) or expired
 // (retention): the user's value is deleted (a tombstone in the changelog)
 // and the placer drops the user's calls, value or not: a call still queued
-// is then not placed, nor, after a Forget, one fired before it (its time)
+// is then not placed, nor, after a Forget, one fired before it (its place)
 // that ivr-calls brings later (an expired user had no call for the
 // scheduler's retention). Other events are none of the dialer's business.
 func (d *Dialer) onEvent(ctx goka.Context, msg any) {
@@ -370,10 +406,7 @@ func (d *Dialer) onEvent(ctx goka.Context, msg any) {
 		}
 		var at time.Time // an expiry: no call of the user is on its way
 		if ev.GetKind() == pb.ScheduleEvent_KIND_FORGOTTEN {
-			at = unknownTime
-			if ev.GetAt() != nil {
-				at = ev.GetAt().AsTime()
-			}
+			at = forgetTime(ev)
 		}
 		d.cfg.Placer.Forget(ctx.Partition(), ctx.Key(), at, ctx.Offset())
 		d.Stats.Forgotten.Add(1)

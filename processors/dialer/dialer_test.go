@@ -401,15 +401,16 @@ func TestCallsInFlightOfOlderValues(t *testing.T) {
 // The two input topics of a partition are consumed side by side: a call the
 // scheduler fired before its user's Forget may reach the dialer after the
 // Forget (ivr-calls lagging). It is not placed: it was fired before the
-// Forget (fired_at against the event's time), and is dropped and counted.
+// Forget (from a value created before it: created_offset against the
+// event's forget_offset), and is dropped and counted.
 func TestCallFiredBeforeTheForgetIsNotPlacedAfterIt(t *testing.T) {
 	rec := &recorder{}
 	h := setup(t, rec, 1)
 	fired := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	late := call("u1", "x")
-	late.FiredAt = timestamppb.New(fired)
+	late.FiredAt, late.CreatedOffset = timestamppb.New(fired), 3
 	h.tt.Consume(string(h.topics.Events), "u1", &pb.ScheduleEvent{UserId: "u1", Kind: pb.ScheduleEvent_KIND_FORGOTTEN,
-		At: timestamppb.New(fired.Add(time.Millisecond))})
+		At: timestamppb.New(fired.Add(time.Millisecond)), ForgetOffset: 10})
 	h.tt.Consume(string(h.topics.Calls), "u1", late)
 	h.call("u2", "other") // another user's call: placed
 	h.idle()
@@ -428,9 +429,10 @@ func TestUserOnboardedAgainAfterTheForgetIsCalled(t *testing.T) {
 	rec := &recorder{}
 	h := setup(t, rec, 1)
 	forgot := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	h.tt.Consume(string(h.topics.Events), "u1", &pb.ScheduleEvent{UserId: "u1", Kind: pb.ScheduleEvent_KIND_FORGOTTEN, At: timestamppb.New(forgot)})
+	h.tt.Consume(string(h.topics.Events), "u1", &pb.ScheduleEvent{UserId: "u1", Kind: pb.ScheduleEvent_KIND_FORGOTTEN, At: timestamppb.New(forgot), ForgetOffset: 10})
 	old, again := call("u1", "old"), call("u1", "again")
 	old.FiredAt, again.FiredAt = timestamppb.New(forgot.Add(-time.Second)), timestamppb.New(forgot.Add(time.Second))
+	old.CreatedOffset, again.CreatedOffset = 3, 11 // onboarded before the Forget, and again after it
 	h.tt.Consume(string(h.topics.Calls), "u1", old)
 	h.tt.Consume(string(h.topics.Calls), "u1", again)
 	h.idle()

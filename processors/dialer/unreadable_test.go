@@ -71,12 +71,12 @@ func TestUnreadableValueStopsTheUsersCalls(t *testing.T) {
 	}
 
 	forgot := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	h.tt.Consume(string(h.topics.Events), "u1", &pb.ScheduleEvent{UserId: "u1", Kind: pb.ScheduleEvent_KIND_FORGOTTEN, At: timestamppb.New(forgot)})
+	h.tt.Consume(string(h.topics.Events), "u1", &pb.ScheduleEvent{UserId: "u1", Kind: pb.ScheduleEvent_KIND_FORGOTTEN, At: timestamppb.New(forgot), ForgetOffset: 10})
 	if v := h.raw("u1"); v != nil {
 		t.Fatalf("u1's value %v after the Forget", v)
 	}
-	again := call("u1", "again")
-	again.FiredAt = timestamppb.New(forgot.Add(time.Second))
+	again := call("u1", "again") // onboarded again after the Forget
+	again.FiredAt, again.CreatedOffset = timestamppb.New(forgot.Add(time.Second)), 11
 	h.tt.Consume(string(h.topics.Calls), "u1", again)
 	h.idle()
 	if got := rec.seen(); !slices.Equal(got, []string{"c2", "again"}) {

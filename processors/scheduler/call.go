@@ -41,5 +41,8 @@ func (s *Scheduler) call(st *pb.UserState, t *pb.Task, callID string, firedAt *t
 		Action:      t.GetAction(),
 		Payload:     t.GetPayload(),
 		OnboardedAt: st.GetOnboardedAt(),
+		// The value's place in the partition's order, for the dialer to
+		// tell whether a Forget of the user came after the call.
+		CreatedOffset: st.GetCreatedOffset(),
 	}
 }

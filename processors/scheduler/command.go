@@ -63,6 +63,11 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 		s.Stats.EndedUnknown.Add(1)
 		return
 	}
+	if first {
+		// Its place in the partition's order, which the value's calls carry
+		// (see forget).
+		st.CreatedOffset = ctx.Offset() + 1
+	}
 	// What ticks fired is recorded first, so that a late cancel or
 	// reschedule of it is reported as too late.
 	changed := s.settle(ctx, st, false)
@@ -106,7 +111,7 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 // forget erases the user: the value goes (a tombstone on the changelog; the
 // storage wrapper drops its follow-ups from the due index), whatever it
 // held, even bytes that do not decode. KIND_FORGOTTEN tells the dialer to
-// forget the user too.
+// forget the user too, with the Forget's onboarding offset.
 func (s *Scheduler) forget(ctx goka.Context) {
 	detail := "erased"
 	if ctx.Value() == nil {
@@ -124,7 +129,12 @@ func (s *Scheduler) forget(ctx goka.Context) {
 		ctx.Delete()
 	}
 	s.Stats.Forgotten.Add(1)
-	s.event(ctx, pb.ScheduleEvent_KIND_FORGOTTEN, "", nil, "", detail)
+	// The dialer drops the user's calls fired from a value created before
+	// this Forget (IVRCall.created_offset below forget_offset): the
+	// onboarding partition's order decides, not the clocks of the hosts
+	// that fired them and that process the Forget.
+	ctx.Emit(s.cfg.Topics.Events, ctx.Key(), &pb.ScheduleEvent{UserId: ctx.Key(), Kind: pb.ScheduleEvent_KIND_FORGOTTEN,
+		At: timestamppb.New(s.cfg.Clock.Now()), Detail: detail, ForgetOffset: ctx.Offset() + 1})
 }
 
 // misrouted reports a record whose key belongs on another partition, as
