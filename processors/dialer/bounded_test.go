@@ -63,6 +63,19 @@ func TestValueIsBounded(t *testing.T) {
 	if after, _ := proto.Marshal(h.state("u1")); string(after) != string(b) {
 		t.Fatal("the value changed")
 	}
+	// A status of the oldest record kept: the records dropped to make room
+	// are the oldest others, never the one written.
+	s = status("u1", kept[0], pb.Outcome_OUTCOME_RINGING, false)
+	s.ProviderCallID = strings.Repeat("p", bound/2)
+	if err := h.d.Publish(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	st = h.state("u1")
+	b, _ = proto.Marshal(st)
+	if len(b) > bound || st.GetCalls()[0].GetCallId() != kept[0] || st.GetCalls()[0].GetProviderCallId() != s.ProviderCallID ||
+		st.GetCalls()[len(st.GetCalls())-1].GetCallId() != "c19" || len(deadLetters(t, dlq)) != 0 {
+		t.Fatalf("value of %d bytes: %v", len(b), st)
+	}
 }
 
 // A call whose ids are longer than the scheduler allows is not placed: it

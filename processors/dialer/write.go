@@ -2,7 +2,6 @@ package dialer
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/lovoo/goka"
 	"google.golang.org/protobuf/proto"
@@ -33,18 +32,23 @@ func (d *Dialer) write(ctx goka.Context, st *pb.DialerState, r *pb.DialRecord, s
 		}
 		// Each record dropped shortens the encoding by more than its size
 		// (a tag and a length come with it), so one pass usually does.
-		excess, n := len(b)-d.cfg.MaxValueBytes, 0
-		for n < len(st.Calls) && excess > 0 && st.Calls[n] != r {
-			excess -= proto.Size(st.Calls[n]) + 2
-			n++
+		excess := len(b) - d.cfg.MaxValueBytes
+		kept := make([]*pb.DialRecord, 0, len(st.Calls))
+		for _, c := range st.Calls { // oldest first
+			if excess > 0 && c != r {
+				excess -= proto.Size(c) + 2
+				continue
+			}
+			kept = append(kept, c)
 		}
+		n := len(st.Calls) - len(kept)
 		if n == 0 {
 			d.Stats.Invalid.Add(1)
 			d.dlq.Send(ctx, deadletter.ReasonStateTooLarge, fmt.Sprintf("the dialer's value of user %q would be %d bytes with the record of call %s alone, limit %d: the status is not recorded; its result is published",
 				ctx.Key(), len(b), r.GetCallId(), d.cfg.MaxValueBytes), deadletter.Value(s))
 			return
 		}
-		st.Calls = slices.Delete(st.Calls, 0, n)
+		st.Calls = kept
 		d.Stats.Trimmed.Add(int64(n))
 	}
 }
