@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
@@ -157,5 +158,20 @@ func TestLengthBounds(t *testing.T) {
 	h.expectRejected("u1", deadletter.ReasonTooLong)
 	if h.state("u1") != nil {
 		t.Fatal("a rejected command wrote the user's value")
+	}
+}
+
+// The largest value ValueBound lets through, under the longest key, is a
+// record the producer accepts (Sarama's own count of its size), with room
+// for a record batch's header, which the broker counts.
+func TestValueBoundFitsTheProducer(t *testing.T) {
+	c := sarama.NewConfig()
+	bound := ValueBound(c)
+	m := &sarama.ProducerMessage{Key: sarama.ByteEncoder(make([]byte, MaxIDBytes)), Value: sarama.ByteEncoder(make([]byte, bound))}
+	if n := m.ByteSize(2); n+61 > c.Producer.MaxMessageBytes {
+		t.Fatalf("a record of the bound counts %d bytes (+61 of batch header), MaxMessageBytes %d", n, c.Producer.MaxMessageBytes)
+	}
+	if bound < c.Producer.MaxMessageBytes-1024 {
+		t.Fatalf("bound %d wastes more than 1 KiB of %d", bound, c.Producer.MaxMessageBytes)
 	}
 }
