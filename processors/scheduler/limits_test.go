@@ -154,6 +154,12 @@ func TestLengthBounds(t *testing.T) {
 	}
 	// The processor dead-letters them.
 	h := newHarness(t)
+	// An over-long key is too long before it is a mismatch (whose detail
+	// quotes it whole).
+	forget := &pb.Command{UserId: "u1", Command: &pb.Command_Forget{Forget: &pb.Forget{}}}
+	if _, _, err := Validate(long(MaxIDBytes+1), forget, t0, DefaultLimits()); !isReason(err, deadletter.ReasonTooLong) {
+		t.Errorf("a Forget under a long key: %v, want %s", err, deadletter.ReasonTooLong)
+	}
 	h.send("u1", bad[2])
 	h.expectRejected("u1", deadletter.ReasonTooLong)
 	if h.state("u1") != nil {

@@ -56,7 +56,7 @@ type Limits struct {
 	// timestamp, either way; 0: no bound (tests only).
 	MaxSkew time.Duration
 	// MaxFollowUps bounds the follow-ups of one Onboard; MaxPending the
-	// follow-ups pending for one user once a command is applied. 0: no
+	// follow-ups pending for one user once an Onboard is applied. 0: no
 	// bound (tests only).
 	MaxFollowUps, MaxPending int
 }
@@ -145,6 +145,12 @@ type checked struct {
 }
 
 func validate(key string, cmd *pb.Command, recordTime time.Time, lim Limits) (c checked, err error) {
+	if err := checkLen("record key", key, MaxIDBytes); err != nil {
+		return checked{}, err
+	}
+	if err := checkLen("user id", cmd.GetUserId(), MaxIDBytes); err != nil {
+		return checked{}, err
+	}
 	c.user = cmd.GetUserId()
 	switch {
 	case c.user == "" && key == "":
@@ -153,9 +159,6 @@ func validate(key string, cmd *pb.Command, recordTime time.Time, lim Limits) (c 
 		c.user = key
 	case key != c.user:
 		return checked{}, reject(deadletter.ReasonKeyMismatch, "record key %q differs from user id %q", key, c.user)
-	}
-	if err := checkLen("user id", c.user, MaxIDBytes); err != nil {
-		return checked{}, err
 	}
 	if strings.HasPrefix(c.user, topology.ReservedPrefix) {
 		return checked{}, reject(deadletter.ReasonReservedUserID, "user id %q starts with %q, which is reserved", c.user, topology.ReservedPrefix)
