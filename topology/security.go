@@ -28,6 +28,10 @@ type Security struct {
 	// SASL authenticates this process to the brokers; the zero value does
 	// not.
 	SASL SASL
+	// AllowPlainWithoutTLS accepts SASL PLAIN without TLS, which sends
+	// the password in clear to anyone on the path to the brokers;
+	// Validate refuses that combination without it.
+	AllowPlainWithoutTLS bool
 }
 
 // SASL is a SASL mechanism and its credentials.
@@ -54,7 +58,8 @@ var SASLMechanisms = []string{SASLPlain, SASLScramSHA256, SASLScramSHA512}
 var ErrAuthentication = errors.New("SASL authentication failed")
 
 // Validate checks the settings: a known mechanism with a user and a
-// password, or no mechanism and no credentials.
+// password, or no mechanism and no credentials; SASL PLAIN only over TLS
+// or with AllowPlainWithoutTLS.
 func (s Security) Validate() error {
 	switch s.SASL.Mechanism {
 	case "":
@@ -71,6 +76,8 @@ func (s Security) Validate() error {
 		return fmt.Errorf("%w: SASL %s without a user name", ErrConfig, s.SASL.Mechanism)
 	case s.SASL.Password == "":
 		return fmt.Errorf("%w: SASL %s without a password", ErrConfig, s.SASL.Mechanism)
+	case s.SASL.Mechanism == SASLPlain && s.TLS == nil && !s.AllowPlainWithoutTLS:
+		return fmt.Errorf("%w: SASL PLAIN without TLS would send the password in clear (enable TLS, use SCRAM, or accept the risk with AllowPlainWithoutTLS)", ErrConfig)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func TestSecurityValidate(t *testing.T) {
 		want string // "" = valid
 	}{
 		{SASL{}, ""},
-		{SASL{Mechanism: SASLPlain, User: "u", Password: "p"}, ""},
+		{SASL{Mechanism: SASLPlain, User: "u", Password: "pw-secret"}, "SASL PLAIN without TLS"}, // TestSASLPlainNeedsTLS
 		{SASL{Mechanism: SASLScramSHA256, User: "u", Password: "p"}, ""},
 		{SASL{Mechanism: SASLScramSHA512, User: "u", Password: "p"}, ""},
 		{SASL{Mechanism: "GSSAPI", User: "u", Password: "p"}, `SASL mechanism "GSSAPI"`},
@@ -42,6 +42,33 @@ func TestSecurityValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want ErrConfig containing %q", c.sasl, err, c.want)
 		case c.want != "" && c.sasl.Password != "" && strings.Contains(err.Error(), c.sasl.Password):
 			t.Errorf("%+v: error %q shows the password", c.sasl, err)
+		}
+	}
+}
+
+// SASL PLAIN sends the password as it is: it is refused without TLS
+// unless the configuration accepts the risk in so many words. SCRAM,
+// which never sends the password, needs no TLS.
+func TestSASLPlainNeedsTLS(t *testing.T) {
+	plain := SASL{Mechanism: SASLPlain, User: "u", Password: "plain-secret"}
+	for _, c := range []struct {
+		sec  Security
+		want string // "" = valid
+	}{
+		{Security{SASL: plain}, "SASL PLAIN without TLS"},
+		{Security{SASL: plain, TLS: &tls.Config{}}, ""},
+		{Security{SASL: plain, AllowPlainWithoutTLS: true}, ""},
+		{Security{SASL: SASL{Mechanism: SASLScramSHA512, User: "u", Password: "p"}}, ""},
+	} {
+		k := Kafka{Brokers: []string{"127.0.0.1:9092"}, Partitions: 1, Replication: 1, Security: c.sec}
+		err := k.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s, TLS %v, allowed %v: %v, want valid", c.sec.SASL.Mechanism, c.sec.TLS != nil, c.sec.AllowPlainWithoutTLS, err)
+		case c.want != "" && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s, TLS %v: %v, want ErrConfig containing %q", c.sec.SASL.Mechanism, c.sec.TLS != nil, err, c.want)
+		case err != nil && strings.Contains(err.Error(), "plain-secret"):
+			t.Errorf("error %q shows the password", err)
 		}
 	}
 }

@@ -28,6 +28,7 @@ type securityFlags struct {
 	tlsKey          string
 	saslMechanism   string
 	saslCredentials string
+	insecurePlain   bool
 }
 
 func (s *securityFlags) register(fs *flag.FlagSet) {
@@ -36,12 +37,13 @@ func (s *securityFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.tlsCert, "tls-cert", "", "PEM file of this client's certificate, for brokers that require mutual TLS (with --tls-key)")
 	fs.StringVar(&s.tlsKey, "tls-key", "", "PEM file of the private key of --tls-cert")
 	fs.StringVar(&s.saslMechanism, "sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the user name and password come from $"+envSASLUsername+" and $"+envSASLPassword+", or from --sasl-credentials")
+	fs.BoolVar(&s.insecurePlain, "insecure-sasl-plain", false, "accept --sasl-mechanism PLAIN without TLS, which sends the password in clear to anyone on the path to the brokers (refused otherwise)")
 	fs.StringVar(&s.saslCredentials, "sasl-credentials", "", "file with the SASL user name and password as two lines, username=NAME and password=SECRET (instead of the environment)")
 }
 
 // set reports whether any TLS or SASL flag is given.
 func (s *securityFlags) set() bool {
-	return s.tls || s.tlsCA != "" || s.tlsCert != "" || s.tlsKey != "" || s.saslMechanism != "" || s.saslCredentials != ""
+	return s.tls || s.tlsCA != "" || s.tlsCert != "" || s.tlsKey != "" || s.saslMechanism != "" || s.saslCredentials != "" || s.insecurePlain
 }
 
 // security reads the TLS files and the SASL credentials. Errors name the
@@ -61,6 +63,9 @@ func (s *securityFlags) security() (topology.Security, error) {
 	mech := strings.ToUpper(s.saslMechanism)
 	switch mech {
 	case "":
+		if s.insecurePlain {
+			return sec, badFlag("insecure-sasl-plain", "given, but --sasl-mechanism is not PLAIN; drop it")
+		}
 		if s.saslCredentials != "" {
 			return sec, badFlag("sasl-credentials", "given, but no --sasl-mechanism; add --sasl-mechanism PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 		}
@@ -69,28 +74,44 @@ func (s *securityFlags) security() (topology.Security, error) {
 	default:
 		return sec, badFlag("sasl-mechanism", "%q; want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.saslMechanism)
 	}
-	sec.SASL.Mechanism = mech
+	if s.insecurePlain && mech != topology.SASLPlain {
+		return sec, badFlag("insecure-sasl-plain", "given, but --sasl-mechanism is not PLAIN; drop it")
+	}
+	user, password, err := s.credentials(mech)
+	if err != nil {
+		return sec, err
+	}
+	if mech == topology.SASLPlain && sec.TLS == nil && !s.insecurePlain {
+		return sec, badFlag("sasl-mechanism", "PLAIN without TLS sends the password in clear; add --tls (with --tls-ca for a private authority), use SCRAM-SHA-512, or accept the risk with --insecure-sasl-plain")
+	}
+	sec.SASL = topology.SASL{Mechanism: mech, User: user, Password: password}
+	sec.AllowPlainWithoutTLS = s.insecurePlain
+	return sec, nil
+}
+
+// credentials reads the SASL user name and password of mechanism mech
+// from --sasl-credentials, or else from the environment.
+func (s *securityFlags) credentials(mech string) (user, password string, err error) {
 	if s.saslCredentials != "" {
 		user, password, err := readCredentials(s.saslCredentials)
 		if err != nil {
-			return sec, badFlag("sasl-credentials", "%v", err)
+			return "", "", badFlag("sasl-credentials", "%v", err)
 		}
-		sec.SASL.User, sec.SASL.Password = user, password
-		return sec, nil
+		return user, password, nil
 	}
-	sec.SASL.User, sec.SASL.Password = os.Getenv(envSASLUsername), os.Getenv(envSASLPassword)
+	user, password = os.Getenv(envSASLUsername), os.Getenv(envSASLPassword)
 	var missing []string
-	if sec.SASL.User == "" {
+	if user == "" {
 		missing = append(missing, "$"+envSASLUsername)
 	}
-	if sec.SASL.Password == "" {
+	if password == "" {
 		missing = append(missing, "$"+envSASLPassword)
 	}
 	if len(missing) > 0 {
-		return sec, badFlag("sasl-mechanism", "%s needs a user name and a password: %s not set (set %s and %s, or give --sasl-credentials FILE)",
+		return "", "", badFlag("sasl-mechanism", "%s needs a user name and a password: %s not set (set %s and %s, or give --sasl-credentials FILE)",
 			mech, strings.Join(missing, " and "), envSASLUsername, envSASLPassword)
 	}
-	return sec, nil
+	return user, password, nil
 }
 
 // readCredentials reads a credentials file: lines username=NAME and

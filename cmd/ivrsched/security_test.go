@@ -60,6 +60,10 @@ func TestSecurityFlagErrors(t *testing.T) {
 		{[]string{"--sasl-mechanism", "scram-sha-256", "--sasl-credentials", noPassword}, nil, "--sasl-credentials: " + noPassword + " has no password=SECRET line"},
 		{[]string{"--sasl-mechanism", "PLAIN", "--sasl-credentials", badLine}, nil, "--sasl-credentials: " + badLine + " line 1: want username=NAME or password=SECRET"},
 		{[]string{"--sasl-mechanism", "PLAIN", "--sasl-credentials", filepath.Join(dir, "missing")}, nil, "--sasl-credentials: open"},
+		{[]string{"--sasl-mechanism", "PLAIN"}, map[string]string{envSASLUsername: "alice", envSASLPassword: "s3cr3t"},
+			"--sasl-mechanism: PLAIN without TLS sends the password in clear; add --tls (with --tls-ca for a private authority), use SCRAM-SHA-512, or accept the risk with --insecure-sasl-plain"},
+		{[]string{"--insecure-sasl-plain", "--sasl-mechanism", "SCRAM-SHA-512"}, map[string]string{envSASLUsername: "alice", envSASLPassword: "s3cr3t"},
+			"--insecure-sasl-plain: given, but --sasl-mechanism is not PLAIN"},
 		{[]string{"--tls-ca", filepath.Join(dir, "missing.pem")}, nil, "--tls-ca: TLS ca file"},
 		{[]string{"--tls-ca", badLine}, nil, "--tls-ca: TLS ca file " + badLine + ": no PEM certificate in it"},
 		{[]string{"--tls-cert", certs.ClientCert}, nil, "--tls-key: "},
@@ -118,6 +122,9 @@ func TestSecurityFlagsReachKafkaConfig(t *testing.T) {
 	}
 	if want := (topology.SASL{Mechanism: "SCRAM-SHA-512", User: "alice", Password: "from env"}); k.Security.SASL != want {
 		t.Fatalf("SASL from the environment: %+v, want %+v", k.Security.SASL, want)
+	}
+	if k := parseKafkaFlags(t, "--sasl-mechanism", "PLAIN", "--insecure-sasl-plain"); k.Security.TLS != nil || !k.Security.AllowPlainWithoutTLS || k.Security.SASL.Mechanism != "PLAIN" {
+		t.Fatalf("--insecure-sasl-plain: %+v, want PLAIN without TLS, the risk accepted", k.Security)
 	}
 	k = parseKafkaFlags(t, "--tls", "--sasl-mechanism", "PLAIN", "--sasl-credentials", creds)
 	if k.Security.TLS == nil || k.Security.TLS.RootCAs != nil {
