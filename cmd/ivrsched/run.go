@@ -155,6 +155,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	defer privateUmask()()
 	var demoCmds []*pb.Command
 	if *demo {
 		var err error
@@ -169,7 +170,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := checkHostPort(*embeddedAddr); err != nil {
 			return badFlag("embedded-addr", "%q is not host:port (%v)", *embeddedAddr, err)
 		}
-		if err := os.MkdirAll(r.dataDir, 0o755); err != nil {
+		if err := os.MkdirAll(r.dataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
 		b, err := app.StartEmbedded(*embeddedAddr, filepath.Join(r.dataDir, "broker"))
@@ -207,6 +208,7 @@ func runRole(ctx context.Context, name string, args []string, roles app.Roles) e
 	if err != nil {
 		return err
 	}
+	defer privateUmask()()
 	return app.Run(ctx, cfg, roles, nil)
 }
 

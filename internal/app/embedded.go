@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -17,7 +18,8 @@ type Embedded struct {
 
 // StartEmbedded starts a one-broker cluster listening on addr (host:port;
 // port 0 picks a free one). dataDir, if not empty, persists its log there
-// so pending follow-ups survive a restart.
+// so pending follow-ups survive a restart; it is made (or made again)
+// mode 0700.
 func StartEmbedded(addr, dataDir string) (*Embedded, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -42,6 +44,16 @@ func StartEmbedded(addr, dataDir string) (*Embedded, error) {
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, listenAddr) }),
 	}
 	if dataDir != "" {
+		// The partitions hold the commands and the tables' changelogs,
+		// phone numbers included; kfake makes its files 0644 and its
+		// directories 0755 (fixed modes), so the directory above them is
+		// this user's alone.
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("embedded broker data: %w", err)
+		}
+		if err := os.Chmod(dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("embedded broker data: %w", err)
+		}
 		opts = append(opts, kfake.DataDir(dataDir))
 	}
 	c, err := kfake.NewCluster(opts...)

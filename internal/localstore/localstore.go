@@ -408,6 +408,17 @@ func (s *store) Open() error {
 	_, statErr := os.Stat(s.path)
 	existed := statErr == nil
 
+	// The directory holds users' values (phone numbers): only this user
+	// may enter it. goleveldb would make it 0755 and its files 0644
+	// (fixed modes); behind a 0700 directory they are out of others'
+	// reach, whatever the process's umask, and one of an older version is
+	// closed too.
+	if err := os.MkdirAll(s.path, 0o700); err != nil {
+		return fmt.Errorf("localstore: make directory %s: %w", s.path, err)
+	}
+	if err := os.Chmod(s.path, 0o700); err != nil {
+		return fmt.Errorf("localstore: make directory %s private: %w", s.path, err)
+	}
 	// Take LevelDB's directory lock first: nothing may be inspected or
 	// removed while another process might be using the directory.
 	files, err := lvlstorage.OpenFile(s.path, false)
