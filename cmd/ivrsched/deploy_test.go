@@ -96,16 +96,19 @@ type k8sProbe struct {
 
 const manifest = "../../deploy/kubernetes.yaml"
 
-func readManifest(t testing.TB, file string) []k8sObject {
+func readManifest(t testing.TB, file string) []k8sObject { return decodeManifest[k8sObject](t, file) }
+
+// decodeManifest decodes each document of file into a T.
+func decodeManifest[T any](t testing.TB, file string) []T {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	var objs []k8sObject
+	var objs []T
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
-		var o k8sObject
+		var o T
 		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
@@ -183,6 +186,7 @@ func checkManifestFile(t testing.TB, file string) {
 	if !roles["scheduler"] || !roles["dialer"] {
 		t.Errorf("the manifest runs roles %v; want the scheduler and the dialer", roles)
 	}
+	checkManifestSecurity(t, file)
 }
 
 // checkContainer checks the container of one pod and returns the
@@ -341,7 +345,9 @@ func sensitive(name string) bool {
 
 // The manifest test fails on what it must catch: a secret in an argument,
 // a shared data directory, a missing instance id, a probe on the wrong
-// path, a flag the binary does not know.
+// path, a flag the binary does not know; an image by tag, a pod with
+// capabilities or an API token, a port let in that should not be, one
+// Kafka principal for both roles, an ACL missing.
 func TestDeployManifestCatchesMistakes(t *testing.T) {
 	data, err := os.ReadFile(manifest)
 	if err != nil {
@@ -355,9 +361,19 @@ func TestDeployManifestCatchesMistakes(t *testing.T) {
 		{"shared data dir", "--data-dir=/var/lib/ivrsched", "--data-dir=/tmp/shared"},
 		{"readiness on /healthz", "path: /readyz", "path: /healthz"},
 		{"unknown flag", "--partitions=24", "--partition-count=24"},
-		{"literal password", "            - name: IVRSCHED_SASL_PASSWORD\n              valueFrom:\n                secretKeyRef:\n                  name: ivrsched-kafka\n                  key: password\n",
+		{"literal password", "            - name: IVRSCHED_SASL_PASSWORD\n              valueFrom:\n                secretKeyRef:\n                  name: ivrsched-kafka-scheduler\n                  key: password\n",
 			"            - name: IVRSCHED_SASL_PASSWORD\n              value: hunter2\n"},
 		{"CA outside the Secret", "--tls-ca=/etc/ivrsched/kafka/ca.crt", "--tls-ca=/etc/ssl/ca.crt"},
+		// checkManifestSecurity's
+		{"image by tag", "@sha256:", ":latest@sha256:"},
+		{"image unpinned", "@sha256:", ":v1#"},
+		{"service account token", "automountServiceAccountToken: false", "automountServiceAccountToken: true"},
+		{"capabilities kept", "drop: [ALL]", "drop: [NET_RAW]"},
+		{"no seccomp", "type: RuntimeDefault", "type: Unconfined"},
+		{"admin port opened", "- port: " + callbacksPort, "- port: admin"},
+		{"metrics from anywhere", namespaceLabel + ": " + monitoringNS, namespaceLabel + ": default"},
+		{"one principal", "name: ivrsched-kafka-dialer", "name: ivrsched-kafka-scheduler"},
+		{"an ACL missing", "Topic  ivr-calls", "Topic  ivr-callz"},
 	} {
 		if !bytes.Contains(data, []byte(m.old)) {
 			t.Fatalf("%s: the manifest no longer has %q", m.name, m.old)
