@@ -8,17 +8,25 @@ import (
 // consumer group (topology.HoldCommits): Goka's marks of ivr-calls are
 // taken by the partitions' commits (commits.go), which mark on the live
 // session only up to the first call whose status is not recorded; Goka's
-// marks of the loop topic go on to the session, and release the calls whose
-// first status the marked record recorded. Goka's marks of followup-events
-// are kept in order too: a Forget is committed only once it retired
-// (forgets.go) and every ivr-calls record consumed until then is, so that
-// after a crash either the forgotten user's calls are not consumed again
-// or the Forget is. Marks of other topics go on untouched.
+// marks of the loop topic go on, to be committed in order by HoldCommits,
+// and release the calls whose first status the marked record recorded.
+// Goka's marks of followup-events are kept in order too: a Forget is
+// committed only once it retired (forgets.go) and every ivr-calls record
+// consumed until then is, so that after a crash either the forgotten
+// user's calls are not consumed again or the Forget is. Marks of other
+// topics go on (in order, HoldCommits).
 //
 // A partition's commits mark on the session that was live when the
 // partition came (MarkRecovered runs inside Goka's Setup of that session)
 // and stop when the partition is given up or the session ends, whichever
 // comes first: nothing is marked on a session that ended.
+
+// KeepsOrder tells topology.HoldCommits which topics the placer commits in
+// order itself: ivr-calls and followup-events. The loop's marks it passes
+// on are committed in order there.
+func (p *Placer) KeepsOrder(topic string) bool {
+	return topic == p.cfg.Calls || topic == p.cfg.Events
+}
 
 // Begin records the session that starts (before Goka's Setup).
 func (p *Placer) Begin(sess sarama.ConsumerGroupSession) {

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/IBM/sarama"
 )
@@ -32,9 +33,25 @@ type ClaimWatcher interface {
 	Claim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim)
 }
 
-// HoldCommits wraps cg so that the sessions Goka gets hand their marks to
-// keeper. Other groups' sessions and everything else of a session are
-// untouched.
+// OrderKeeper is a CommitKeeper that keeps the commits of some topics in
+// order itself (it marks them on Sarama's session): HoldCommits leaves
+// their claims and marks to it.
+type OrderKeeper interface {
+	KeepsOrder(topic string) bool
+}
+
+// HoldCommits wraps cg so that every partition of every input of the
+// sessions Goka gets is committed in order: Goka marks a record once its
+// own emits and table writes are acknowledged, and Sarama commits the
+// highest mark, so a later record that wrote nothing would commit past an
+// earlier one whose writes are still in flight (lost if the process then
+// dies). Here a mark goes on to Sarama's session only up to the first
+// record handed to Goka that is not marked yet (order.go).
+//
+// keeper, if not nil, sees Goka's marks first (CommitKeeper): a mark it
+// does not pass is not committed, and the topics it keeps in order itself
+// (OrderKeeper) are left to it. Other groups' sessions and everything else
+// of a session are untouched.
 func HoldCommits(cg sarama.ConsumerGroup, keeper CommitKeeper) sarama.ConsumerGroup {
 	return heldGroup{ConsumerGroup: cg, keeper: keeper}
 }
@@ -45,42 +62,61 @@ type heldGroup struct {
 }
 
 func (g heldGroup) Consume(ctx context.Context, topics []string, h sarama.ConsumerGroupHandler) error {
-	return g.ConsumerGroup.Consume(ctx, topics, heldHandler{h: h, keeper: g.keeper})
+	return g.ConsumerGroup.Consume(ctx, topics, &heldHandler{h: h, keeper: g.keeper})
 }
 
-// heldHandler gives Goka's handler sessions whose marks go to the keeper.
+// heldHandler gives Goka's handler sessions whose marks go to the keeper,
+// then in order to Sarama's session. Sarama calls Setup, then ConsumeClaim
+// from one goroutine per claim, then Cleanup; sessions follow each other.
 type heldHandler struct {
 	h      sarama.ConsumerGroupHandler
-	keeper CommitKeeper
+	keeper CommitKeeper // nil: none
+	cur    atomic.Pointer[sessionOrder]
 }
 
-func (h heldHandler) Setup(s sarama.ConsumerGroupSession) error {
-	h.keeper.Begin(s)
-	return h.h.Setup(heldSession{ConsumerGroupSession: s, keeper: h.keeper})
+func (h *heldHandler) Setup(s sarama.ConsumerGroupSession) error {
+	o := newSessionOrder(s, h.keeper)
+	h.cur.Store(o)
+	if h.keeper != nil {
+		h.keeper.Begin(s)
+	}
+	return h.h.Setup(heldSession{ConsumerGroupSession: s, keeper: h.keeper, order: o})
 }
 
-func (h heldHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+func (h *heldHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
 	if w, ok := h.keeper.(ClaimWatcher); ok {
 		w.Claim(s, c)
 	}
-	return h.h.ConsumeClaim(heldSession{ConsumerGroupSession: s, keeper: h.keeper}, c)
+	o := h.cur.Load()
+	return o.consume(c, func(c sarama.ConsumerGroupClaim) error {
+		return h.h.ConsumeClaim(heldSession{ConsumerGroupSession: s, keeper: h.keeper, order: o}, c)
+	})
 }
 
-func (h heldHandler) Cleanup(s sarama.ConsumerGroupSession) error {
-	defer h.keeper.End(s)
-	return h.h.Cleanup(heldSession{ConsumerGroupSession: s, keeper: h.keeper})
+func (h *heldHandler) Cleanup(s sarama.ConsumerGroupSession) error {
+	o := h.cur.Load()
+	defer func() {
+		o.end()
+		if h.keeper != nil {
+			h.keeper.End(s)
+		}
+	}()
+	return h.h.Cleanup(heldSession{ConsumerGroupSession: s, keeper: h.keeper, order: o})
 }
 
-// heldSession is a session whose marks go to the keeper first.
+// heldSession is a session whose marks go to the keeper first, then to the
+// session's order.
 type heldSession struct {
 	sarama.ConsumerGroupSession
 	keeper CommitKeeper
+	order  *sessionOrder
 }
 
 func (s heldSession) MarkOffset(topic string, partition int32, offset int64, metadata string) {
-	if s.keeper.Mark(s.ConsumerGroupSession, topic, partition, offset) {
-		s.ConsumerGroupSession.MarkOffset(topic, partition, offset, metadata)
+	if s.keeper != nil && !s.keeper.Mark(s.ConsumerGroupSession, topic, partition, offset) {
+		return
 	}
+	s.order.mark(topic, partition, offset, metadata)
 }
 
 func (s heldSession) MarkMessage(msg *sarama.ConsumerMessage, metadata string) {

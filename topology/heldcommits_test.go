@@ -9,10 +9,13 @@ import (
 )
 
 // markSession is Sarama's session: it records the marks that reach it.
+// It claims nothing (the claims of an input are kept in order: order_test).
 type markSession struct {
 	sarama.ConsumerGroupSession
 	marks []string
 }
+
+func (s *markSession) Claims() map[string][]int32 { return nil }
 
 func (s *markSession) MarkOffset(topic string, _ int32, offset int64, _ string) {
 	s.marks = append(s.marks, topic+"@"+string(rune('0'+offset)))
@@ -28,11 +31,17 @@ func (g oneSession) Consume(_ context.Context, _ []string, h sarama.ConsumerGrou
 	if err := h.Setup(g.sess); err != nil {
 		return err
 	}
-	if err := h.ConsumeClaim(g.sess, nil); err != nil {
+	if err := h.ConsumeClaim(g.sess, stubClaim{}); err != nil {
 		return err
 	}
 	return h.Cleanup(g.sess)
 }
+
+// stubClaim is a claim of a topic the session does not list.
+type stubClaim struct{ sarama.ConsumerGroupClaim }
+
+func (stubClaim) Topic() string    { return "elsewhere" }
+func (stubClaim) Partition() int32 { return 0 }
 
 // gokaHandler marks like Goka: through the session its Setup got (the
 // message committer) and the one of ConsumeClaim.

@@ -195,10 +195,16 @@ func endToEnd(t *testing.T, users int, wrap func(*Config)) *Running {
 // ready. done receives what Run returned.
 func runReady(ctx context.Context, t *testing.T, cfg Config) (run *Running, done <-chan error) {
 	t.Helper()
+	return runRolesReady(ctx, t, cfg, Roles{Scheduler: true, Dialer: true})
+}
+
+// runRolesReady is runReady of the given roles.
+func runRolesReady(ctx context.Context, t *testing.T, cfg Config, roles Roles) (run *Running, done <-chan error) {
+	t.Helper()
 	started := make(chan *Running, 1)
 	ended := make(chan error, 1)
 	go func() {
-		ended <- Run(ctx, cfg, Roles{Scheduler: true, Dialer: true}, func(r *Running) { started <- r })
+		ended <- Run(ctx, cfg, roles, func(r *Running) { started <- r })
 	}()
 	select {
 	case run = <-started:

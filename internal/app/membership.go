@@ -28,24 +28,26 @@ type membership struct {
 	group string
 	ended func(clean bool) // told at each session's end; nil: nobody
 	gate  <-chan struct{}  // closed when callbacks may run; nil: at once
-	// commits, if set, keeps the group's commits (topology.HoldCommits).
+	// commits, if set, sees the group's commits first (topology.HoldCommits,
+	// which commits every input partition in order).
 	commits topology.CommitKeeper
 
 	mu     sync.Mutex
 	member string
 }
 
-// option wraps the role's consumer group so that each session's member id
-// is recorded. It goes after the cluster's own options.
+// option wraps the role's consumer group so that its commits are kept in
+// order and each session's member id is recorded. It goes after the
+// cluster's own options.
 func (m *membership) option() goka.ProcessorOption {
 	return goka.WithConsumerGroupBuilder(func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
 		cg, err := m.kafka.ConsumerGroupBuilder(brokers, group, clientID)
 		if err != nil {
 			return nil, err
 		}
-		if m.commits != nil {
-			cg = topology.HoldCommits(cg, m.commits)
-		}
+		// Each input partition is committed only up to its first record
+		// whose writes Kafka has not acknowledged.
+		cg = topology.HoldCommits(cg, m.commits)
 		return memberRecorder{ConsumerGroup: cg, m: m}, nil
 	})
 }

@@ -48,8 +48,9 @@ type role struct {
 	// calling policy has been read); its processors restore their
 	// partitions meanwhile. Set before supervised.
 	gate <-chan struct{}
-	// commits, if set, keeps the commits of the role's consumer group
-	// (topology.HoldCommits); set before supervised.
+	// commits, if set, sees the marks of the role's consumer group before
+	// they are committed in order (topology.HoldCommits); set before
+	// supervised.
 	commits topology.CommitKeeper
 	// stores are the role's local table stores (restore progress); nil
 	// in tests that build roles by hand.
