@@ -42,14 +42,7 @@ func TestClusterBrokerKill(t *testing.T) {
 	for _, s := range topics.Specs() {
 		names = append(names, s.Name)
 	}
-	prov := newProvider(t)
-	common := func(id string, extra ...string) []string {
-		return roleArgs(t, brokers, pfx, parts, append([]string{"--replication", "3", "--instance-id", id, "--session-timeout", "6s"}, extra...)...)
-	}
-	sched := start(t, "scheduler", append([]string{"scheduler"}, common("s1")...)...)
-	dial := start(t, "dialer", append([]string{"dialer"}, common("d1", "--provider", "webhook", "--webhook-url", prov.url())...)...)
-	sched.awaitReady(1, 2*time.Minute)
-	dial.awaitReady(1, 2*time.Minute)
+	prov, sched, dial := startReplicated(t, brokers, pfx, parts)
 	checkReplicated(t, cluster, names, 3, "2")
 
 	acks := startAckWriter(t, topology.Kafka{Brokers: cluster.Addrs(), Partitions: parts, Replication: 3, FlushFrequency: time.Millisecond}, pfx+"acks")
