@@ -1,0 +1,71 @@
+// Package kafkaclient is the home of what ivrsched relies on in Goka
+// (v1.1.16) and Sarama (v1.46.3): each behaviour below is pinned by a test
+// of this package, named for it, against the real libraries on an
+// in-process broker (kfake) with ivrsched's client configuration
+// (topology.Kafka), so that an upgrade that changes one fails that test.
+//
+// Marks and commits:
+//   - Goka marks an input record (MarkOffset with its offset + 1, on the
+//     session its Setup got) once the callback returned and every emit and
+//     table write of that record was acknowledged; a later record that
+//     wrote nothing is marked before an earlier one whose writes are in
+//     flight (TestGokaMarksARecordOnceItsOwnEmitsAreAcknowledged).
+//   - Sarama commits the highest offset marked in a session; a lower mark
+//     changes nothing (TestSaramaCommitsTheHighestMark). With the above,
+//     this is why every input is committed in order
+//     (topology/heldcommits.go, placement/commits.go).
+//   - When a session ends, Goka's Cleanup waits for the callbacks whose
+//     writes are in flight and marks them before it returns, before
+//     Sarama's last commit of the session (TestCleanupWaitsForInFlightEmits).
+//
+// Acknowledgements:
+//   - While the broker takes every request, a partition's records are
+//     written and acknowledged in the order they were emitted
+//     (TestAcknowledgementsOfAPartitionComeInEmitOrder). Goka reads
+//     successes and errors on two goroutines: between a success and an
+//     error there is no order.
+//   - Not so across a retriable refusal, although topology.Kafka.Sarama
+//     allows one request in flight per broker: when the broker refused a
+//     partition's first produce request once (NOT_LEADER_FOR_PARTITION),
+//     records emitted after the refused ones were written before them in
+//     about half of the runs under the race detector (none of 40 without
+//     it). Two writes of one key (a value, then a Forget's tombstone) may
+//     so reach a changelog in the wrong order. Not pinned: it depends on
+//     timing.
+//   - Sarama's producer keeps a circuit breaker per topic (and per
+//     partition) for its lookups: three failures in a row open it, and an
+//     open breaker refuses every record at once for 10 s, even once the
+//     brokers answer again (TestProducerBreakerOpensAfterThreeFailedLookups;
+//     internal/app/reviving_emitter.go builds a new producer then).
+//
+// Restore:
+//   - Goka calls MarkRecovered once a partition's restore reached the
+//     high-water mark it read when it began, after Set and SetOffset of
+//     every restored record (TestMarkRecoveredWhenRestoreReachesHighWaterMark).
+//   - Goka also calls MarkRecovered when the restore's context ends before
+//     that mark (a revoke, a stop): its partition table returns nil and
+//     calls MarkRecovered on a goroutine nothing waits for, which may run
+//     after Close. MarkRecovered alone does not say the store is complete
+//     (TestMarkRecoveredWhenRestoreIsCutOff; issue 30, defect 3).
+//   - A session's partitions are restored inside Goka's Setup of that
+//     session: MarkRecovered comes before Setup returns
+//     (TestMarkRecoveredRunsInsideSetup; placement/keeper.go relies on it,
+//     internal/app/early_claims.go starts the claims meanwhile).
+//   - After MarkRecovered, SetOffset comes with the acknowledgement of each
+//     of the processor's own table writes (from the producer's goroutine,
+//     concurrently with Set), with the write's changelog offset, and not
+//     at all for a write at offset 0
+//     (TestSetOffsetAfterRecoveryComesWithAcknowledgedWritesButOffsetZero;
+//     internal/localstore ignores it then).
+//
+// Relied on, not pinned here yet: Goka closes and reopens every partition's
+// store at each rebalance (punctuation/kept.go); Goka waits a fixed 5 s
+// before it joins again after a session ended (topology/rejoin.go).
+//
+// The code that depends on these lives elsewhere for now and should move
+// here: topology/heldcommits*.go, topology/rejoin.go, topology/security.go
+// and the Sarama configuration of topology/kafka.go (topology keeps the
+// names, specs, partitioner and topic creation), internal/app/early_claims.go,
+// internal/app/reviving_emitter.go and the consumer group part of
+// internal/app/membership.go.
+package kafkaclient
