@@ -35,7 +35,9 @@ type ClaimWatcher interface {
 
 // OrderKeeper is a CommitKeeper that keeps the commits of some topics in
 // order itself (it marks them on Sarama's session): HoldCommits leaves
-// their claims and marks to it.
+// their claims and marks to it. A keeper that does not pass the marks of a
+// topic must keep that topic's order itself: HoldCommits would otherwise
+// hold the topic's records, unmarked, until the session ends.
 type OrderKeeper interface {
 	KeepsOrder(topic string) bool
 }
