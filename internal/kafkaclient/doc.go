@@ -29,8 +29,11 @@
 //     partition's first produce request once (NOT_LEADER_FOR_PARTITION),
 //     records emitted after the refused ones were written before them in
 //     about half of the runs under the race detector (none of 40 without
-//     it). Two writes of one key (a value, then a Forget's tombstone) may
-//     so reach a changelog in the wrong order. Not pinned: it depends on
+//     it). Sarama's broker producer selects at random between sending its
+//     next batch and handling the previous batch's answer, so the next
+//     batch may go out before the refused one is queued for its retry.
+//     Two writes of one key (a value, then a Forget's tombstone) may so
+//     reach a changelog in the wrong order. Not pinned: it depends on
 //     timing.
 //   - Sarama's producer keeps a circuit breaker per topic (and per
 //     partition) for its lookups: three failures in a row open it, and an
