@@ -23,6 +23,8 @@ type Client struct {
 	Kafka  topology.Kafka
 	Topics topology.Topics
 	HTTP   *http.Client // nil: 10 s timeout
+	// Token is the deployment's admin token, sent to every instance.
+	Token string
 }
 
 func (c *Client) http() *http.Client {
@@ -193,11 +195,17 @@ func (c *Client) get(ctx context.Context, u string, v any) error {
 	if err != nil {
 		return err
 	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 	resp, err := c.http().Do(req)
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("admin API %s: %w", u, ErrUnauthorized)
+	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("admin API %s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))

@@ -308,7 +308,7 @@ func TestTwilioStatusCallbacks(t *testing.T) {
 	t.Setenv("TWILIO_AUTH_TOKEN", token)
 	dial := start(t, "dialer", append([]string{"dialer"}, roleArgs(t, brokers, pfx, parts,
 		"--provider", "twilio", "--twilio-api", fake.URL, "--twilio-from", "+14155550199", "--cps", "10",
-		"--http", web, "--public-url", "http://"+web, "--twilio-amd", "enable")...)...)
+		"--callback-http", web, "--public-url", "http://"+web, "--twilio-amd", "enable")...)...)
 
 	dial.awaitReady(1, 60*time.Second)
 	produceCalls(t, brokers, pfx, parts, ivrCalls(2, 1, "https://ivr.example/twiml/hello"))

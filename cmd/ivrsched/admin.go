@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +22,33 @@ func adminClient(k *kafkaFlags) (*admin.Client, error) {
 	return &admin.Client{Kafka: cfg, Topics: k.topics()}, nil
 }
 
+// instancesClient is the client of the instances' admin API, with the
+// admin token of tokenFile or the environment.
+func instancesClient(k *kafkaFlags, tokenFile string) (*admin.Client, error) {
+	c, err := adminClient(k)
+	if err != nil {
+		return nil, err
+	}
+	if c.Token, err = adminToken(tokenFile, os.Getenv); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// registerTokenFile registers the --admin-token-file flag of the commands
+// that ask the instances.
+func registerTokenFile(fs *flag.FlagSet) *string {
+	return fs.String("admin-token-file", "", "a file holding the instances' admin token (default: $"+adminTokenEnv+")")
+}
+
+// tokenHint adds to an instance's 401 where the token comes from.
+func tokenHint(err error) error {
+	if errors.Is(err, admin.ErrUnauthorized) {
+		return fmt.Errorf("%w: set $%s or --admin-token-file", err, adminTokenEnv)
+	}
+	return err
+}
+
 func cmdShow(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("show", "Prints a user's follow-ups (requested and effective times, why deferred) and recent\n"+
 		"calls as JSON: the scheduler's and the dialer's table values, asked of the instances\n"+
@@ -29,19 +58,20 @@ func cmdShow(ctx context.Context, args []string, stdout io.Writer) error {
 	k.register(fs, defaultBrokers)
 	user := fs.String("user", "", "user id (required)")
 	showPhone := fs.Bool("show-phone", false, "print phone numbers in full")
+	tokenFile := registerTokenFile(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *user == "" {
 		return badFlag("user", "required; want a user id")
 	}
-	c, err := adminClient(&k)
+	c, err := instancesClient(&k, *tokenFile)
 	if err != nil {
 		return err
 	}
 	v, err := c.User(ctx, *user)
 	if err != nil {
-		return err
+		return tokenHint(err)
 	}
 	out := map[string]any{"user_id": v.UserID, "partition": v.Partition}
 	for name, side := range map[string]struct {
@@ -102,6 +132,7 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 	to := fs.String("to", "", "only follow-ups due at or before this RFC 3339 time")
 	campaign := fs.String("campaign", "", "only follow-ups of this campaign")
 	limit := fs.Int("limit", 20, "how many follow-ups, 1 to 10000")
+	tokenFile := registerTokenFile(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -121,7 +152,7 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 	if *limit < 1 || *limit > 10000 {
 		return badFlag("limit", "%d; want 1 to 10000", *limit)
 	}
-	c, err := adminClient(&k)
+	c, err := instancesClient(&k, *tokenFile)
 	if err != nil {
 		return err
 	}
@@ -131,7 +162,7 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 	})
 	prog.done()
 	if err != nil {
-		return err
+		return tokenHint(err)
 	}
 	enc := json.NewEncoder(stdout)
 	for _, u := range all {
@@ -140,7 +171,7 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if len(cl.Missing) > 0 {
-		fmt.Fprintf(os.Stderr, "ivrsched upcoming: partitions %v have no instance that answered (rebalancing, or no --http): their follow-ups are missing\n", cl.Missing)
+		fmt.Fprintf(os.Stderr, "ivrsched upcoming: partitions %v have no instance that answered (rebalancing, or no --admin-http): their follow-ups are missing\n", cl.Missing)
 	}
 	return nil
 }

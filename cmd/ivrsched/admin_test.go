@@ -13,8 +13,10 @@ import (
 // firing order, found through the scheduler group's member metadata (no
 // address given), filtered by campaign and time; `show` prints a user's
 // follow-ups with requested and effective times and the phone masked, and
-// the call placed for a user whose follow-up fired.
+// the call placed for a user whose follow-up fired, with the phone in full
+// (--show-phone, the instance and the CLI given the admin token).
 func TestUpcomingAndShow(t *testing.T) {
+	t.Setenv(adminTokenEnv, "a-test-admin-token-16")
 	r := startRun(t)
 	cli := r.cli
 	for i := 0; i < 8; i++ {

@@ -317,6 +317,14 @@ func checkContainer(t testing.TB, podName string, c k8sContainer, pod k8sPodSpec
 	if ports[httpPort] != httpPort {
 		t.Errorf("%s: the web server's port %s is not a container port (%v)", podName, httpPort, c.Ports)
 	}
+	if cfg.AdminHTTP != "" {
+		if _, adminPort, _ := net.SplitHostPort(cfg.AdminHTTP); ports[adminPort] != adminPort {
+			t.Errorf("%s: the admin listener's port %s is not a container port (%v)", podName, adminPort, c.Ports)
+		}
+		if cfg.AdminToken == "" {
+			t.Errorf("%s: an admin listener without the admin token", podName)
+		}
+	}
 	for _, p := range []struct {
 		kind  string
 		probe *k8sProbe

@@ -43,7 +43,7 @@ func (d *dialerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&d.callDeadline, "call-deadline", 2*time.Minute, "how long placing one call may take from its first request, 429 and 5xx answers retried with backoff and Retry-After; then it fails")
 	fs.IntVar(&d.maxInFlight, "max-in-flight", 100, "calls this process places at a time")
 	fs.Float64Var(&d.cps, "cps", 0, "calls per second of the provider account, for the whole deployment: each dialer process takes the share of the partitions it owns (0: no limit)")
-	fs.StringVar(&d.publicURL, "public-url", "", "this process's web server (--http) as the provider reaches it, e.g. https://ivr.example.com: status callbacks go to <public-url>/callbacks/<provider> and their signatures are checked against it")
+	fs.StringVar(&d.publicURL, "public-url", "", "this process's status callback listener (--callback-http) as the provider reaches it, e.g. https://ivr.example.com: status callbacks go to <public-url>/callbacks/<provider> and their signatures are checked against it")
 	fs.StringVar(&d.twilioFrom, "twilio-from", "", "twilio: the caller id, a Twilio number in E.164 form like +14155550100")
 	fs.StringVar(&d.twilioCredentials, "twilio-credentials", "", "twilio: a file with TWILIO_ACCOUNT_SID=... and TWILIO_AUTH_TOKEN=... lines (default: those environment variables)")
 	fs.StringVar(&d.twilioAPI, "twilio-api", twilio.DefaultAPI, "twilio: base URL of the Calls API (or of a compatible one): https (http only on loopback)")
@@ -80,8 +80,8 @@ func httpsURL(name, v, example string) error {
 	return badFlag(name, "%q is http; want https (http only on loopback), like %s", v, example)
 }
 
-// apply checks the flags and sets the dialer's part of cfg; cfg.HTTP is the
-// web server the status callbacks are served on.
+// apply checks the flags and sets the dialer's part of cfg; cfg.CallbackHTTP
+// is the listener the status callbacks are served on.
 func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 	switch {
 	case d.callTimeout <= 0:
@@ -100,8 +100,8 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 		if u, _ := url.Parse(d.publicURL); u.RawQuery != "" || u.Fragment != "" {
 			return badFlag("public-url", "%q has a query or fragment; want the base URL of the web server", d.publicURL)
 		}
-		if cfg.HTTP == "" {
-			return badFlag("http", "empty, but --public-url is set: status callbacks are served on the web server (e.g. --http 0.0.0.0:9095)")
+		if cfg.CallbackHTTP == "" {
+			return badFlag("callback-http", "empty, but --public-url is set: the status callbacks have a listener of their own (--http serves only probes and metrics); set --callback-http, e.g. 0.0.0.0:9096, and have the proxy forward /callbacks/ to it")
 		}
 	}
 	if d.provider != "twilio" {

@@ -18,7 +18,7 @@ func TestDialerFlagErrors(t *testing.T) {
 	t.Setenv("TWILIO_AUTH_TOKEN", "")
 	t.Setenv(webhookSecretEnv, "")
 	b := []string{"--brokers", "127.0.0.1:1"}
-	twilio := []string{"dialer", "--provider", "twilio", "--http", "127.0.0.1:0", "--twilio-from", "+14155550100", "--public-url", "https://ivr.example", "--cps", "1"}
+	twilio := []string{"dialer", "--provider", "twilio", "--callback-http", "127.0.0.1:0", "--twilio-from", "+14155550100", "--public-url", "https://ivr.example", "--cps", "1"}
 	cases := []struct {
 		env  bool // with Twilio credentials in the environment
 		args []string
@@ -31,14 +31,14 @@ func TestDialerFlagErrors(t *testing.T) {
 		{false, []string{"scheduler", "--cps", "5"}, "-cps"}, // the scheduler has no dialer flags
 		{false, []string{"dialer", "--twilio-from", "+14155550100"}, "--twilio-from: set, but --provider is log"},
 		{false, []string{"dialer", "--provider", "fax"}, `--provider: "fax"; want log, webhook or twilio`},
-		{false, []string{"dialer", "--public-url", "https://ivr.example"}, "--http: empty, but --public-url is set"},
+		{false, []string{"dialer", "--public-url", "https://ivr.example"}, "--callback-http: empty, but --public-url is set"},
 		{false, []string{"run", "--public-url", "ivr.example"}, `--public-url: "ivr.example"`},
-		{false, []string{"run", "--provider", "webhook", "--webhook-url", "https://calls.example", "--public-url", "https://ivr.example"}, "IVRSCHED_WEBHOOK_SECRET, which is not set"},
+		{false, []string{"run", "--provider", "webhook", "--webhook-url", "https://calls.example", "--public-url", "https://ivr.example", "--callback-http", "127.0.0.1:0"}, "IVRSCHED_WEBHOOK_SECRET, which is not set"},
 		{false, twilio, "--provider: twilio: TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN must both be set in the environment"},
 		{false, append(twilio, "--twilio-credentials", "/nonexistent/twilio.env"), "--twilio-credentials: twilio: credentials file"},
-		{true, []string{"dialer", "--provider", "twilio", "--http", "127.0.0.1:0", "--public-url", "https://ivr.example", "--cps", "1"}, "--twilio-from: required"},
+		{true, []string{"dialer", "--provider", "twilio", "--callback-http", "127.0.0.1:0", "--public-url", "https://ivr.example", "--cps", "1"}, "--twilio-from: required"},
 		{true, []string{"dialer", "--provider", "twilio", "--twilio-from", "+14155550100", "--cps", "1"}, "--public-url: required with --provider twilio"},
-		{true, []string{"dialer", "--provider", "twilio", "--http", "127.0.0.1:0", "--twilio-from", "+14155550100", "--public-url", "https://ivr.example"}, "--cps: required with --provider twilio"},
+		{true, []string{"dialer", "--provider", "twilio", "--callback-http", "127.0.0.1:0", "--twilio-from", "+14155550100", "--public-url", "https://ivr.example"}, "--cps: required with --provider twilio"},
 		{true, append(twilio, "--twilio-amd", "maybe"), `--twilio-amd: "maybe"`},
 		{false, []string{"dialer", "--script-url-hosts", "ivr.example,https://evil.example/x"}, `--script-url-hosts: "https://evil.example/x" is not a host`},
 		{false, []string{"dialer", "--provider", "webhook", "--webhook-url", "http://calls.example/ivr"}, `--webhook-url: "http://calls.example/ivr" is http; want https (http only on loopback)`},

@@ -30,7 +30,11 @@ import (
 type roleFlags struct {
 	kafkaFlags
 	dataDir       string
-	http          string
+	http          string // probes and metrics
+	adminHTTP     string
+	adminHTTPSet  bool // else the admin listener is on --http's address
+	callbackHTTP  string
+	pprof         string
 	defaultDelay  time.Duration
 	defaultScript string
 	instanceID    string
@@ -49,7 +53,13 @@ type roleFlags struct {
 func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault string) {
 	r.kafkaFlags.register(fs, brokersDefault)
 	fs.StringVar(&r.dataDir, "data-dir", "ivrsched-data", "directory of this instance's local state (one per instance)")
-	fs.StringVar(&r.http, "http", httpDefault, "web UI address (monitor and table query pages, /metrics, /healthz, /readyz); empty for none")
+	fs.StringVar(&r.http, "http", httpDefault, "address of the probes and metrics (/healthz, /readyz, /metrics); empty for none")
+	fs.Func("admin-http", "address of the admin listener: the admin API (show, upcoming), the web page (/ui/), /policy and Goka's monitor and query pages, all behind the admin token, which a browser sends as the password of basic auth; without a token only a loopback address, phone numbers masked (default: --http's address, sharing its server; empty for none)", func(v string) error {
+		r.adminHTTP, r.adminHTTPSet = v, true
+		return nil
+	})
+	fs.StringVar(&r.callbackHTTP, "callback-http", "", "address of the providers' status callbacks (/callbacks/ only), for the public side of a proxy; needed with --public-url")
+	fs.StringVar(&r.pprof, "pprof", "", "loopback address to serve /debug/pprof/ on (profiling); empty for none")
 	fs.DurationVar(&r.defaultDelay, "default-delay", 24*time.Hour, "delay of the follow-up given to an onboarding event that has none")
 	fs.StringVar(&r.defaultScript, "default-script", "welcome", "IVR script of the default follow-up")
 	fs.StringVar(&r.instanceID, "instance-id", "", "static group membership id, unique per instance: a restart gets its partitions back at once")
@@ -57,8 +67,8 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	r.limits.register(fs)
 	fs.DurationVar(&r.retain, "retain", 30*24*time.Hour, "remove a user with nothing pending once its last call and last command are this old (a tombstone, reported as expired on followup-events; the dialer forgets the user too); 0 keeps every user")
 	fs.StringVar(&r.defaultPolicy, "default-policy", "window", "the calling policy while none is set (ivrsched policy set): window (08:00-21:00 in the user's local time, every day) or none (every call at its due time)")
-	fs.StringVar(&r.adminURL, "admin-url", "", "the URL at which the CLI and other instances reach this instance's web server, announced in the consumer groups (default: http://<--http>, an unspecified host replaced by the host name)")
-	fs.StringVar(&r.adminToken, "admin-token-file", "", "a file holding the token that the web page's actions (run now) ask for (default: $"+adminTokenEnv+"; neither: the actions are off)")
+	fs.StringVar(&r.adminURL, "admin-url", "", "the URL at which the CLI and other instances reach this instance's admin listener, announced in the consumer groups (default: http://<--admin-http>, an unspecified host replaced by the host name)")
+	fs.StringVar(&r.adminToken, "admin-token-file", "", "a file holding the admin token that the admin listener and the web page's actions ask for (default: $"+adminTokenEnv+"; neither: the actions are off, and the admin listener is on loopback only, phone numbers masked)")
 	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
 }
 
@@ -77,10 +87,23 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 	case r.defaultDelay < 0:
 		return app.Config{}, badFlag("default-delay", "%v; want a duration >= 0 like 24h", r.defaultDelay)
 	}
-	if r.http != "" {
-		if err := checkHostPort(r.http); err != nil {
-			return app.Config{}, badFlag("http", "%q is not host:port (%v)", r.http, err)
+	adminHTTP := r.http
+	if r.adminHTTPSet {
+		adminHTTP = r.adminHTTP
+	}
+	for _, l := range []struct{ name, addr string }{{"http", r.http}, {"admin-http", adminHTTP}, {"callback-http", r.callbackHTTP}, {"pprof", r.pprof}} {
+		if l.addr == "" {
+			continue
 		}
+		if err := checkHostPort(l.addr); err != nil {
+			return app.Config{}, badFlag(l.name, "%q is not host:port (%v)", l.addr, err)
+		}
+	}
+	switch {
+	case r.pprof != "" && !app.IsLoopback(r.pprof):
+		return app.Config{}, badFlag("pprof", "%s is not a loopback address; want one like 127.0.0.1:6060", r.pprof)
+	case r.callbackHTTP != "" && (r.callbackHTTP == adminHTTP || r.callbackHTTP == r.pprof):
+		return app.Config{}, badFlag("callback-http", "%s is also the admin listener's or pprof's: the status callbacks' listener is public, give it an address of its own", r.callbackHTTP)
 	}
 	if r.retain != 0 && r.retain < time.Minute {
 		return app.Config{}, badFlag("retain", "%v; want 0 (keep every user) or at least 1m, like 720h", r.retain)
@@ -113,6 +136,9 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		Topics:        r.topics(),
 		DataDir:       r.dataDir,
 		HTTP:          r.http,
+		AdminHTTP:     adminHTTP,
+		CallbackHTTP:  r.callbackHTTP,
+		PprofHTTP:     r.pprof,
 		Default:       scheduler.DefaultFollowUp{Delay: r.defaultDelay, Action: &pb.Action{IvrScript: r.defaultScript}},
 		Logger:        log,
 		Metrics:       processRegistry(),
@@ -125,6 +151,13 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 	}
 	if cfg.AdminToken, err = adminToken(r.adminToken, os.Getenv); err != nil {
 		return app.Config{}, err
+	}
+	if adminHTTP != "" && cfg.AdminToken == "" && !app.IsLoopback(adminHTTP) {
+		from := ""
+		if !r.adminHTTPSet {
+			from = " (--http's: the admin listener shares it unless --admin-http is given)"
+		}
+		return app.Config{}, badFlag("admin-http", "%s%s is not a loopback address, and there is no admin token: the admin API and Goka's pages show phone numbers. Set $%s or --admin-token-file, or give --admin-http a loopback address, or --admin-http= for none", adminHTTP, from, adminTokenEnv)
 	}
 	if r.dialing {
 		if err := r.dialer.apply(&cfg, os.Getenv); err != nil {
@@ -186,8 +219,8 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	return app.Run(ctx, cfg, app.Roles{Scheduler: true, Dialer: true}, func(run *app.Running) {
-		if cfg.HTTP != "" {
-			fmt.Fprintf(stdout, "web UI on http://%s/ (ivrsched's page at /ui/; query a user at /query/%s/<user id>)\n", cfg.HTTP, cfg.Topics.SchedulerTable())
+		if cfg.AdminHTTP != "" {
+			fmt.Fprintf(stdout, "web UI on http://%s/ (ivrsched's page at /ui/; query a user at /query/%s/<user id>)\n", cfg.AdminHTTP, cfg.Topics.SchedulerTable())
 		}
 		if len(demoCmds) > 0 {
 			go feedDemo(ctx, cfg, run, demoCmds)

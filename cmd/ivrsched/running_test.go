@@ -20,7 +20,10 @@ type running struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 	broker, web string
-	done        chan int
+	// token is the admin token the run was given, sent with the test's
+	// own requests to the admin listener; empty: none.
+	token string
+	done  chan int
 }
 
 // startRun starts `ivrsched run` (no calling policy, warnings only, extra
@@ -80,7 +83,14 @@ func (r *running) awaitPolicy(printed string) {
 	first, _, _ := strings.Cut(printed, "\n")
 	version := strings.TrimPrefix(first, "# policy set, version ")
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) { // the page has no event to await
-		resp, err := http.Get("http://" + r.web + "/policy")
+		req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, "http://"+r.web+"/policy", nil)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if r.token != "" {
+			req.SetBasicAuth("admin", r.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			r.t.Fatal(err)
 		}

@@ -46,15 +46,33 @@ func TestWebPageInChromium(t *testing.T) {
 	r := startRun(t, "--admin-token-file", tokenFile)
 	web, ctx := r.web, r.ctx
 	r.cli("onboard", "--user", "web-user", "--phone", "+14155550142", "--task", "t1", "--campaign", "spring", "--delay", "10h")
-	// A wrong token changes nothing.
-	resp, err := http.PostForm("http://"+web+"/ui/run-now", url.Values{"user": {"web-user"}, "task": {"t1"}, "token": {"guess"}})
-	if err != nil {
-		t.Fatal(err)
+	r.token = token
+	// A wrong token changes nothing: without it the admin listener answers
+	// 401; with it, a wrong token in the form is refused.
+	for _, c := range []struct {
+		auth bool
+		want int
+	}{{false, http.StatusUnauthorized}, {true, http.StatusForbidden}} {
+		req, err := http.NewRequest(http.MethodPost, "http://"+web+"/ui/run-now", strings.NewReader(url.Values{"user": {"web-user"}, "task": {"t1"}, "token": {"guess"}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if c.auth {
+			req.SetBasicAuth("admin", token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Fatalf("run now with a wrong token (basic auth %v): %s, want %d", c.auth, resp.Status, c.want)
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("run now with a wrong token: %s", resp.Status)
-	}
+	// The browser sends the token as basic auth's password, given once in
+	// the first address.
+	base := "http://admin:" + token + "@" + web
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1200, 1000))
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
@@ -83,7 +101,7 @@ func TestWebPageInChromium(t *testing.T) {
 	// page is loaded until the upcoming call shows.
 	var upcoming string
 	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(upcoming, "web-user"); {
-		if err := chromedp.Do(bctx, chromedp.Navigate("http://"+web+"/ui/"), text("#upcoming", &upcoming)); err != nil {
+		if err := chromedp.Do(bctx, chromedp.Navigate(base+"/ui/"), text("#upcoming", &upcoming)); err != nil {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
@@ -122,7 +140,7 @@ func TestWebPageInChromium(t *testing.T) {
 	r.setPolicy("default:\n  open_hours: [{days: [mon, tue, wed, thu, fri, sat, sun], from: \"00:00\", to: \"24:00\"}]\n")
 	var message, paused string
 	if err := chromedp.Do(bctx,
-		chromedp.Navigate("http://"+web+"/ui/"),
+		chromedp.Navigate(base+"/ui/"),
 		chromedp.SetValue(chromedp.CSS("#pause-campaign"), "spring"),
 		chromedp.SetValue(chromedp.CSS("#pause-for"), "3h"),
 		chromedp.SetValue(chromedp.CSS("#pause input.token"), token),
@@ -140,7 +158,7 @@ func TestWebPageInChromium(t *testing.T) {
 	awaitPaused := func(want bool) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); strings.Contains(paused, "spring") != want; {
-			if err := chromedp.Do(bctx, chromedp.Navigate("http://"+web+"/ui/"), text("#paused", &paused)); err != nil {
+			if err := chromedp.Do(bctx, chromedp.Navigate(base+"/ui/"), text("#paused", &paused)); err != nil {
 				t.Fatal(err)
 			}
 			if time.Now().After(deadline) {

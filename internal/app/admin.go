@@ -18,20 +18,21 @@ import (
 	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/redact"
 	"github.com/ivrsched/ivrsched/punctuation"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
 // announceURL is the admin address this process announces in its consumer
-// group members' metadata: cfg.AdminURL, else its web server's address
+// group members' metadata: cfg.AdminURL, else its admin listener's address
 // (an unspecified host replaced by the host name).
 func announceURL(cfg Config) string {
 	if cfg.AdminURL != "" {
 		return cfg.AdminURL
 	}
-	host, port, err := net.SplitHostPort(cfg.HTTP)
+	host, port, err := net.SplitHostPort(cfg.AdminHTTP)
 	if err != nil {
-		return "http://" + cfg.HTTP
+		return "http://" + cfg.AdminHTTP
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		if h, err := os.Hostname(); err == nil {
@@ -42,7 +43,8 @@ func announceURL(cfg Config) string {
 }
 
 // mountAdmin serves the admin API of this process's roles: /admin/upcoming
-// and /admin/user/<id>, about the partitions it owns.
+// and /admin/user/<id>, about the partitions it owns. Without an admin
+// token, the users' phone numbers are masked.
 func mountAdmin(r *mux.Router, cfg Config, run *Running, roles []*role) {
 	get := map[string]func(string) (any, error){}
 	for _, ro := range roles {
@@ -95,13 +97,14 @@ func mountAdmin(r *mux.Router, cfg Config, run *Running, roles []*role) {
 	if run.Scheduler != nil {
 		settle = run.Scheduler.Settled
 	}
-	r.PathPrefix("/admin/user/").HandlerFunc(userHandler(get, parts, settle))
+	r.PathPrefix("/admin/user/").HandlerFunc(userHandler(get, parts, settle, cfg.AdminToken == "")) // no request carries a token
 }
 
 // userHandler answers /admin/user/<id> from the tables of the roles in get
 // (a table's Get: an error where this process does not own the user's
-// partition), the scheduler's value settled by settle.
-func userHandler(get map[string]func(string) (any, error), parts int32, settle func(*pb.UserState) *pb.UserState) http.HandlerFunc {
+// partition), the scheduler's value settled by settle, the phone numbers of
+// every value masked if mask.
+func userHandler(get map[string]func(string) (any, error), parts int32, settle func(*pb.UserState) *pb.UserState, mask bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		id := strings.TrimPrefix(req.URL.Path, "/admin/user/")
 		if id == "" {
@@ -118,7 +121,7 @@ func userHandler(get map[string]func(string) (any, error), parts int32, settle f
 			if err != nil {
 				continue // not owned here
 			}
-			raw, unreadable := userValue(v, settle)
+			raw, unreadable := userValue(v, settle, mask)
 			if ro == "scheduler" {
 				u.Scheduler, u.SchedulerUnreadable = raw, unreadable
 			} else {
@@ -129,8 +132,9 @@ func userHandler(get map[string]func(string) (any, error), parts int32, settle f
 	}
 }
 
-// userValue is a table value as protojson, or why it does not decode.
-func userValue(v any, settle func(*pb.UserState) *pb.UserState) (json.RawMessage, string) {
+// userValue is a table value as protojson (its phone numbers masked if
+// mask), or why it does not decode.
+func userValue(v any, settle func(*pb.UserState) *pb.UserState, mask bool) (json.RawMessage, string) {
 	switch m := v.(type) {
 	case *codec.Undecodable:
 		return nil, fmt.Sprintf("stored value (%d bytes) does not decode: %v", len(m.GetData()), m.Err)
@@ -140,6 +144,9 @@ func userValue(v any, settle func(*pb.UserState) *pb.UserState) (json.RawMessage
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, ""
+	}
+	if mask {
+		m = redact.Phones(m)
 	}
 	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {

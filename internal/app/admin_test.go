@@ -29,7 +29,7 @@ func TestAdminUserShowsAnUnreadableValue(t *testing.T) {
 		},
 	}
 	settle := func(st *pb.UserState) *pb.UserState { return st }
-	srv := httptest.NewServer(userHandler(get, 8, settle))
+	srv := httptest.NewServer(userHandler(get, 8, settle, false))
 	defer srv.Close()
 	ask := func(id string) admin.User {
 		t.Helper()

@@ -5,10 +5,8 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"path/filepath"
@@ -32,6 +30,7 @@ import (
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/localstore"
 	"github.com/ivrsched/ivrsched/internal/metrics"
+	"github.com/ivrsched/ivrsched/internal/redact"
 	"github.com/ivrsched/ivrsched/placement"
 	"github.com/ivrsched/ivrsched/policy"
 	"github.com/ivrsched/ivrsched/processors/dialer"
@@ -50,13 +49,27 @@ type Config struct {
 	// role. A store holds only what the changelog acknowledged, so after a
 	// crash only the changelog written since is restored.
 	DataDir string
-	// HTTP is the web UI's listen address; empty means no web UI.
+	// The web servers by purpose, each a listen address (empty: none);
+	// purposes given the same address share one server.
+	//
+	// HTTP serves the probes and the metrics: /healthz, /readyz, /metrics.
 	HTTP string
-	// AdminURL is the address of this process's web server that its
+	// AdminHTTP serves the admin API (/admin/), ivrsched's page (/ui/), the
+	// calling policy (/policy) and Goka's monitor and query pages, only to
+	// requests that carry AdminToken. Without a token (a loopback address
+	// only) it serves them with phone numbers masked and no actions.
+	AdminHTTP string
+	// CallbackHTTP serves only the providers' status callbacks
+	// (/callbacks/), for the public side of a proxy.
+	CallbackHTTP string
+	// PprofHTTP serves /debug/pprof/, on a loopback address only.
+	PprofHTTP string
+	// AdminURL is the address of this process's admin listener that its
 	// consumer group members announce to the CLI (package admin); empty:
-	// http://<HTTP>, an unspecified host replaced by the host name.
+	// http://<AdminHTTP>, an unspecified host replaced by the host name.
 	AdminURL string
-	// AdminToken guards the web page's actions (run now); empty: off.
+	// AdminToken guards AdminHTTP, reads included, and the web page's
+	// actions; empty: the page's actions are off.
 	AdminToken string
 
 	Default scheduler.DefaultFollowUp
@@ -109,8 +122,17 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: no data directory", topology.ErrConfig)
 	}
-	if (c.TwilioCallback != nil || c.WebhookCallback != nil) && c.HTTP == "" {
-		return fmt.Errorf("%w: status callbacks need a web server address", topology.ErrConfig)
+	if (c.TwilioCallback != nil || c.WebhookCallback != nil) && c.CallbackHTTP == "" {
+		return fmt.Errorf("%w: status callbacks need their listener's address", topology.ErrConfig)
+	}
+	if c.CallbackHTTP != "" && (c.CallbackHTTP == c.AdminHTTP || c.CallbackHTTP == c.PprofHTTP) {
+		return fmt.Errorf("%w: the status callbacks' listener %s is public: it cannot serve the admin listener or pprof too", topology.ErrConfig, c.CallbackHTTP)
+	}
+	if c.PprofHTTP != "" && !IsLoopback(c.PprofHTTP) {
+		return fmt.Errorf("%w: pprof's address %s is not a loopback address", topology.ErrConfig, c.PprofHTTP)
+	}
+	if c.AdminHTTP != "" && c.AdminToken == "" && !IsLoopback(c.AdminHTTP) {
+		return fmt.Errorf("%w: the admin listener %s is not on a loopback address and has no admin token", topology.ErrConfig, c.AdminHTTP)
 	}
 	return nil
 }
@@ -162,7 +184,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
-	if cfg.HTTP != "" {
+	if cfg.AdminHTTP != "" {
 		cfg.Kafka.MemberData = admin.Announcement{URL: announceURL(cfg)}.Encode()
 	}
 	if err := topology.EnsureTopics(ctx, cfg.Kafka, cfg.Topics.Specs()); err != nil {
@@ -172,12 +194,15 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	g, ctx := errgroup.WithContext(ctx)
 	run := &Running{ready: make(chan struct{})}
 	reg := cfg.registry()
-	router := mux.NewRouter()
+	router, callbacks := mux.NewRouter(), mux.NewRouter() // the admin listener's, the status callbacks'
 	mon := monitor.NewServer("/monitor", router)
 	var settled func(*pb.UserState) *pb.UserState // set when this process schedules
 	qry := query.NewServer("/query", router, query.WithHumanizer(query.HumanizerFunc(func(v any) (string, error) {
 		if st, ok := v.(*pb.UserState); ok && settled != nil {
 			v = settled(st)
+		}
+		if m, ok := v.(proto.Message); ok && cfg.AdminToken == "" { // no request carries a token
+			v = redact.Phones(m)
 		}
 		return humanize(v)
 	})))
@@ -251,7 +276,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Dialer {
-		d, pl, r, err := startDialer(ctx, g, cfg, opts, router, reg, pv.Current, pv.Ready(), log)
+		d, pl, r, err := startDialer(ctx, g, cfg, opts, callbacks, reg, pv.Current, pv.Ready(), log)
 		if err != nil {
 			return err
 		}
@@ -285,25 +310,32 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		log.Info("ready", "roles", len(all))
 		return nil
 	})
+	var ls listeners
 	if cfg.HTTP != "" {
-		mountHealth(router, all, cfg.Warnings)
-		mountMetrics(router, reg)
+		probes := mux.NewRouter()
+		mountHealth(probes, all, cfg.Warnings)
+		mountMetrics(probes, reg)
+		ls.add(cfg.HTTP, "probes and metrics", probes, "/healthz", "/readyz", "/metrics")
+	}
+	if cfg.AdminHTTP != "" {
 		mountAdmin(router, cfg, run, all)
 		mountUI(router, cfg, run)
-		router.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		router.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		router.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		router.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		router.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index)
 		if run.Policy != nil {
 			router.HandleFunc("/policy", policyPage(run.Policy))
 		}
 		idx := index.NewServer("/", router)
 		idx.AddComponent(mon, "Monitor")
 		idx.AddComponent(qry, "Query")
-		if err := serveHTTP(ctx, g, cfg.HTTP, router, log); err != nil {
-			return err
+		var h http.Handler = router
+		if cfg.AdminToken != "" {
+			h = admin.RequireToken(cfg.AdminToken, h)
 		}
+		ls.add(cfg.AdminHTTP, "admin", h)
+	}
+	ls.add(cfg.CallbackHTTP, "status callbacks", callbacks, "/callbacks/")
+	ls.add(cfg.PprofHTTP, "pprof", pprofHandler(), "/debug/pprof/")
+	if err := ls.serve(ctx, g, log); err != nil {
+		return err
 	}
 	if started != nil {
 		started(run)
@@ -330,26 +362,15 @@ func withStores(opts []goka.ProcessorOption, stores *localstore.Stores, k topolo
 	return append(slices.Clip(opts), goka.WithProducerBuilder(stores.Producer(k.ProducerBuilder)))
 }
 
-func serveHTTP(ctx context.Context, g *errgroup.Group, addr string, h http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("web UI on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("web UI", "url", "http://"+ln.Addr().String()+"/")
-	g.Go(func() error {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("web UI: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	})
-	return nil
+// pprofHandler serves net/http/pprof's pages under /debug/pprof/.
+func pprofHandler() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	return m
 }
 
 // humanize renders table values as indented protojson for the query page. A

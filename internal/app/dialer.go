@@ -30,10 +30,10 @@ const statsEvery = 30 * time.Second
 // startDialer builds the dialer role: its local stores (which index the
 // users with calls in flight), the loop emitter the placer and the status
 // callbacks send to, the placer (run in g until ctx ends, then the emitter
-// is flushed) and the status callback endpoints on router. pol is the
-// calling policy in force, whose retry rules decide whether calls' outcomes
-// go to the scheduler; its processors take no input before gate is closed
-// (the policy has been read).
+// is flushed) and the status callback endpoints on router (the callback
+// listener's). pol is the calling policy in force, whose retry rules
+// decide whether calls' outcomes go to the scheduler; its processors take
+// no input before gate is closed (the policy has been read).
 func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, reg prometheus.Registerer, pol func() *policy.Policy, gate <-chan struct{}, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
 	dlog := log.With("role", "dialer")
 	stores := newStores(ctx, cfg, "dialer", log)

@@ -21,7 +21,7 @@ import (
 
 // mountUI serves ivrsched's own web page (package webui) at /ui/.
 func mountUI(r *mux.Router, cfg Config, run *Running) {
-	client := &admin.Client{Kafka: cfg.Kafka, Topics: cfg.Topics}
+	client := &admin.Client{Kafka: cfg.Kafka, Topics: cfg.Topics, Token: cfg.AdminToken}
 	src := webui.Source{
 		Upcoming: func(ctx context.Context) ([]admin.Upcoming, error) {
 			up, _, err := client.Upcoming(ctx, admin.UpcomingQuery{Limit: 20}, nil)

@@ -1,6 +1,10 @@
 package redact
 
-import "testing"
+import (
+	"testing"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+)
 
 func TestPhoneAndText(t *testing.T) {
 	cases := map[string]string{
@@ -18,5 +22,21 @@ func TestPhoneAndText(t *testing.T) {
 		if got != want {
 			t.Errorf("%q: got %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Phones masks a user's phone and the phones of the calls in a dialer's
+// value, and leaves the message it was given as it was.
+func TestPhonesMasksEveryPhoneField(t *testing.T) {
+	st := &pb.UserState{UserId: "u1", Phone: "+14155550123"}
+	ds := &pb.DialerState{InFlight: []*pb.IVRCall{{UserId: "u1", Phone: "+14155550123"}}}
+	if got := Phones(st).(*pb.UserState); got.GetPhone() != "+•••••••••23" || got.GetUserId() != "u1" {
+		t.Errorf("user state: %v", got)
+	}
+	if got := Phones(ds).(*pb.DialerState); got.GetInFlight()[0].GetPhone() != "+•••••••••23" {
+		t.Errorf("dialer state: %v", got)
+	}
+	if st.GetPhone() != "+14155550123" || ds.GetInFlight()[0].GetPhone() != "+14155550123" {
+		t.Error("the original changed")
 	}
 }

@@ -168,7 +168,7 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 	switch s.mode {
 	case OneProcess:
 		s.broker = env.KafkaBrokers
-		s.procs = []*proc{{args: append([]string{"run", "--brokers", s.broker, "--http", s.web}, common("run")...)}}
+		s.procs = []*proc{{args: append([]string{"run", "--brokers", s.broker, "--http", s.web, "--pprof", s.web}, common("run")...)}}
 	case Processes:
 		s.broker = env.KafkaBrokers
 		s.procs = []*proc{
@@ -177,14 +177,14 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 		}
 	case SchedulerOnly:
 		s.broker = env.KafkaBrokers
-		s.procs = []*proc{{args: append([]string{"scheduler", "--brokers", s.broker, "--http", s.web}, common("scheduler")...)}}
+		s.procs = []*proc{{args: append([]string{"scheduler", "--brokers", s.broker, "--http", s.web, "--pprof", s.web}, common("scheduler")...)}}
 	case Embedded:
 		addr, err := freeAddr()
 		if err != nil {
 			return err
 		}
 		s.broker = addr
-		s.procs = []*proc{{args: append([]string{"run", "--embedded-addr", addr, "--http", s.web}, common("run")...)}}
+		s.procs = []*proc{{args: append([]string{"run", "--embedded-addr", addr, "--http", s.web, "--pprof", s.web}, common("run")...)}}
 	}
 	s.procs[0].args = append(s.procs[0].args, s.sched...)
 	for _, p := range s.procs {

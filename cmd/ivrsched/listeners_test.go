@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ivrsched/ivrsched/internal/app"
+)
+
+// An instance with an admin token: no endpoint of its web servers answers
+// a request without the token with a user's full phone number (the admin
+// API and Goka's pages answer 401, pprof is not served even with the
+// token); with the token,
+// `show --show-phone` prints the number, and Goka's query page shows the
+// user's value.
+func TestNoFullPhoneWithoutTheToken(t *testing.T) {
+	const token = "s3cret-admin-token-16+"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "--admin-token-file", tokenFile)
+	r.token = token
+	const phone = "4155550142"
+	r.cli("onboard", "--user", "phone-user", "--phone", "+1"+phone, "--task", "t1", "--delay", "10h")
+	get := func(path string, withToken bool) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, "http://"+r.web+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withToken {
+			req.SetBasicAuth("admin", token) // as a browser sends it
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) { // readiness has no event to await
+		if code, _ := get("/readyz", false); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not ready")
+		}
+	}
+	table := "/query/ivr-scheduler-table/phone-user"
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) { // the table has no event to await
+		if _, body := get(table, true); strings.Contains(body, phone) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the user's value does not show on Goka's query page with the token")
+		}
+	}
+	for _, path := range []string{"/", "/admin/user/phone-user", "/admin/upcoming", table, "/query/", "/monitor/",
+		"/ui/", "/ui/?user=phone-user", "/policy", "/metrics", "/healthz", "/readyz", "/debug/pprof/", "/debug/pprof/cmdline"} {
+		code, body := get(path, false)
+		if strings.Contains(body, phone) {
+			t.Errorf("GET %s without the token: %d with the full phone number", path, code)
+		}
+		if (strings.HasPrefix(path, "/admin/") || strings.HasPrefix(path, "/query") || strings.HasPrefix(path, "/ui/")) && code != http.StatusUnauthorized {
+			t.Errorf("GET %s without the token: %d, want 401", path, code)
+		}
+		if strings.HasPrefix(path, "/debug/pprof/") {
+			if code, _ := get(path, true); code != http.StatusNotFound {
+				t.Errorf("GET %s with the token: %d, want 404 (pprof only with --pprof)", path, code)
+			}
+		}
+	}
+	if code, _ := get("/healthz", false); code != http.StatusOK {
+		t.Errorf("/healthz without the token: %d", code)
+	}
+	if out := r.cli("show", "--user", "phone-user", "--admin-token-file", tokenFile); strings.Contains(out, phone) || !strings.Contains(out, "t1") {
+		t.Errorf("show without --show-phone:\n%s", out)
+	}
+	if out := r.cli("show", "--user", "phone-user", "--show-phone", "--admin-token-file", tokenFile); !strings.Contains(out, "+1"+phone) {
+		t.Errorf("show --show-phone with the token:\n%s", out)
+	}
+	if code, stderr := r.cliCode("show", "--user", "phone-user"); code == 0 || !strings.Contains(stderr, "401") || !strings.Contains(stderr, adminTokenEnv) {
+		t.Errorf("show without the token: exit %d: %s", code, stderr)
+	}
+	r.stop()
+}
+
+// Without an admin token, the admin listener serves on loopback only, and
+// shows every phone number masked: the admin API and Goka's query page
+// (which still shows the user's value).
+func TestWithoutATokenPhonesAreMasked(t *testing.T) {
+	t.Setenv(adminTokenEnv, "")
+	r := startRun(t)
+	const phone = "4155550142"
+	r.cli("onboard", "--user", "phone-user", "--phone", "+1"+phone, "--task", "t1", "--delay", "10h")
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + r.web + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(get("/readyz"), `"ready":true`); time.Sleep(20 * time.Millisecond) { // readiness has no event to await
+		if time.Now().After(deadline) {
+			t.Fatal("not ready")
+		}
+	}
+	for _, path := range []string{"/query/ivr-scheduler-table/phone-user", "/admin/user/phone-user"} {
+		var body string
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(body, "t1"); time.Sleep(20 * time.Millisecond) { // the table has no event to await
+			if body = get(path); time.Now().After(deadline) {
+				t.Fatalf("GET %s: no value: %s", path, body)
+			}
+		}
+		if strings.Contains(body, phone) || !strings.Contains(body, "42") {
+			t.Errorf("GET %s without a token: the phone is not masked: %s", path, body)
+		}
+	}
+	r.stop()
+}
+
+// Flag errors of the listeners: exit 2, one line naming the flag and what
+// to set.
+func TestListenerFlagErrors(t *testing.T) {
+	t.Setenv(adminTokenEnv, "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"scheduler", "--http", "0.0.0.0:9095"}, "--admin-http: 0.0.0.0:9095 (--http's: the admin listener shares it unless --admin-http is given) is not a loopback address, and there is no admin token"},
+		{[]string{"scheduler", "--http", "0.0.0.0:9095"}, "Set $" + adminTokenEnv},
+		{[]string{"scheduler", "--http", "0.0.0.0:9095", "--admin-http", "10.0.0.7:9096"}, "--admin-http: 10.0.0.7:9096 is not a loopback address"},
+		{[]string{"scheduler", "--admin-http", "127.0.0.1"}, `--admin-http: "127.0.0.1" is not host:port`},
+		{[]string{"scheduler", "--pprof", "0.0.0.0:6060"}, "--pprof: 0.0.0.0:6060 is not a loopback address"},
+		{[]string{"dialer", "--admin-http", "127.0.0.1:9096", "--callback-http", "127.0.0.1:9096"}, "--callback-http: 127.0.0.1:9096 is also the admin listener's"},
+	} {
+		var errb bytes.Buffer
+		code := realMain(context.Background(), append(c.args, "--brokers", "127.0.0.1:1"), io.Discard, &errb)
+		if msg := errb.String(); code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line containing %q", c.args, code, msg, c.want)
+		}
+	}
+	// With a token, a public --http serves the admin listener too.
+	t.Setenv(adminTokenEnv, "a-token-of-16-chars")
+	cfg, err := roleConfig("scheduler", []string{"--http", "0.0.0.0:9095"}, app.Roles{Scheduler: true})
+	if err != nil || cfg.AdminHTTP != "0.0.0.0:9095" || cfg.HTTP != "0.0.0.0:9095" {
+		t.Errorf("--http 0.0.0.0:9095 with a token: %v, admin on %q", err, cfg.AdminHTTP)
+	}
+}
