@@ -10,9 +10,11 @@ import (
 	"context"
 	"crypto/subtle"
 	_ "embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"sort"
@@ -63,10 +65,35 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 func Handler(s Source) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui/", s.page)
-	mux.HandleFunc("POST /ui/run-now", s.runNow)
-	mux.HandleFunc("POST /ui/pause", s.pause)
-	mux.HandleFunc("POST /ui/resume", s.pause)
+	mux.HandleFunc("POST /ui/run-now", form(s.runNow))
+	mux.HandleFunc("POST /ui/pause", form(s.pause))
+	mux.HandleFunc("POST /ui/resume", form(s.pause))
 	return mux
+}
+
+// maxForm is the most of an action's body that is read.
+const maxForm = 64 << 10
+
+// form reads an action's body, before anything else, as an urlencoded form
+// of at most maxForm bytes: another type is refused unread (a multipart
+// upload would be stored first), a longer body is cut.
+func form(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
+			http.Error(w, "want an application/x-www-form-urlencoded form", http.StatusUnsupportedMediaType)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if err := r.ParseForm(); err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				http.Error(w, "the form is larger than 64 KiB", http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "the form does not parse", http.StatusBadRequest)
+			return
+		}
+		h(w, r)
+	}
 }
 
 // maxPause is the longest pause the page sets (policy.MaxPause).

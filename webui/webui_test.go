@@ -1,8 +1,10 @@
 package webui
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -177,4 +179,53 @@ func pageOf(t *testing.T, u string) string {
 		t.Fatal(err)
 	}
 	return string(body)
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// An action's body is read up to 64 KiB, and only as an urlencoded form,
+// before the token is checked: a multipart upload is refused unread (415)
+// and a longer form is cut (413), and no command is produced.
+func TestActionsReadAtMost64KiB(t *testing.T) {
+	ran := 0
+	h := Handler(Source{Token: "right-token", RunNow: func(context.Context, string, string) error { ran++; return nil }})
+	var mp bytes.Buffer
+	w := multipart.NewWriter(&mp)
+	f, _ := w.CreateFormFile("f", "big.bin")
+	f.Write(bytes.Repeat([]byte("a"), 8<<20))
+	w.WriteField("token", "right-token")
+	w.WriteField("user", "u1")
+	w.WriteField("task", "t1")
+	w.Close()
+	long := "user=u1&task=t1&token=right-token&pad=" + strings.Repeat("a", 1<<20)
+	for _, c := range []struct {
+		name, ctype string
+		body        []byte
+		code        int
+	}{
+		{"multipart", w.FormDataContentType(), mp.Bytes(), http.StatusUnsupportedMediaType},
+		{"a form of 1 MiB", "application/x-www-form-urlencoded", []byte(long), http.StatusRequestEntityTooLarge},
+	} {
+		body := &countingReader{r: bytes.NewReader(c.body)}
+		req := httptest.NewRequest(http.MethodPost, "/ui/run-now", body)
+		req.Header.Set("Content-Type", c.ctype)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.code || body.n > 64<<10+4096 {
+			t.Errorf("%s: %d after reading %d bytes; want %d after 64 KiB at most", c.name, rec.Code, body.n, c.code)
+		}
+	}
+	if ran != 0 {
+		t.Fatalf("%d commands produced", ran)
+	}
 }
