@@ -31,11 +31,23 @@ func HasToken(r *http.Request, token string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
+// MinTokenLength is the shortest admin token an instance or the CLI takes.
+const MinTokenLength = 16
+
 // RequireToken serves h only to requests that carry token; the others get
-// 401 with a basic-auth challenge, so that a browser asks for it.
-func RequireToken(token string, h http.Handler) http.Handler {
+// 401 with a basic-auth challenge, so that a browser asks for it. A wrong
+// token counts in attempts (nil: no limit), and a host that failed too
+// often gets 429.
+func RequireToken(token string, attempts *Attempts, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if attempts.Blocked(r) {
+			TooMany(w)
+			return
+		}
 		if !HasToken(r, token) {
+			if r.Header.Get("Authorization") != "" {
+				attempts.Failed(r)
+			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="ivrsched admin", charset="UTF-8"`)
 			http.Error(w, "401 unauthorized: this listener wants the admin token (as the password of basic auth, or a bearer token)", http.StatusUnauthorized)
 			return

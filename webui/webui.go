@@ -43,8 +43,10 @@ type Source struct {
 	// (until nil), in the stored calling policy (admin.Client.SetPause).
 	Pause func(ctx context.Context, campaign string, until *time.Time) error
 	// Token guards the actions (RunNow, Pause); empty: they are off.
-	Token  string
-	Logger *slog.Logger
+	Token string
+	// Attempts limits the wrong tokens of a host (nil: no limit).
+	Attempts *admin.Attempts
+	Logger   *slog.Logger
 }
 
 //go:embed page.html
@@ -216,7 +218,12 @@ func (s Source) allowed(w http.ResponseWriter, r *http.Request, on bool) bool {
 		http.Error(w, "actions are off: the instance has no admin token (IVRSCHED_ADMIN_TOKEN)", http.StatusForbidden)
 		return false
 	}
+	if s.Attempts.Blocked(r) {
+		admin.TooMany(w)
+		return false
+	}
 	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("token")), []byte(s.Token)) != 1 {
+		s.Attempts.Failed(r)
 		http.Error(w, "wrong admin token", http.StatusForbidden)
 		return false
 	}

@@ -229,3 +229,24 @@ func TestActionsReadAtMost64KiB(t *testing.T) {
 		t.Fatalf("%d commands produced", ran)
 	}
 }
+
+// Wrong tokens in the actions' forms count per host: after
+// admin.AttemptsBurst of them the host gets 429.
+func TestWrongFormTokensAreRateLimited(t *testing.T) {
+	h := Handler(Source{Token: "right-token", Attempts: &admin.Attempts{}, RunNow: func(context.Context, string, string) error { return nil }})
+	post := func() int {
+		req := httptest.NewRequest(http.MethodPost, "/ui/run-now", strings.NewReader("user=u1&task=t1&token=guess"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := range admin.AttemptsBurst {
+		if code := post(); code != http.StatusForbidden {
+			t.Fatalf("wrong token %d: %d, want 403", i+1, code)
+		}
+	}
+	if code := post(); code != http.StatusTooManyRequests {
+		t.Fatalf("wrong token %d: %d, want 429", admin.AttemptsBurst+1, code)
+	}
+}

@@ -159,3 +159,32 @@ func TestListenerFlagErrors(t *testing.T) {
 		t.Errorf("--http 0.0.0.0:9095 with a token: %v, admin on %q", err, cfg.AdminHTTP)
 	}
 }
+
+// The admin token has 16 characters or more, from the environment as from
+// a file; a shorter one is a flag error that says so.
+func TestAdminTokenLength(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("ten-chars!\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"x", []string{"scheduler"}, "$" + adminTokenEnv + " holds 1 characters; want a token of 16 or more"},
+		{"", []string{"scheduler", "--admin-token-file", file}, "--admin-token-file: " + file + " holds 10 characters; want a token of 16 or more"},
+		{"fifteen-chars!!", []string{"show", "--user", "u"}, "$" + adminTokenEnv + " holds 15 characters"},
+	} {
+		t.Setenv(adminTokenEnv, c.env)
+		var errb bytes.Buffer
+		code := realMain(context.Background(), append(c.args, "--brokers", "127.0.0.1:1"), io.Discard, &errb)
+		if msg := errb.String(); code != 2 || !strings.Contains(msg, c.want) {
+			t.Errorf("%v with $%s=%q: exit %d, stderr %q; want exit 2 and %q", c.args, adminTokenEnv, c.env, code, msg, c.want)
+		}
+	}
+	t.Setenv(adminTokenEnv, "sixteen-chars!!!")
+	if cfg, err := roleConfig("scheduler", nil, app.Roles{Scheduler: true}); err != nil || cfg.AdminToken != "sixteen-chars!!!" {
+		t.Errorf("a token of 16: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/app"
@@ -68,7 +69,7 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.DurationVar(&r.retain, "retain", 30*24*time.Hour, "remove a user with nothing pending once its last call and last command are this old (a tombstone, reported as expired on followup-events; the dialer forgets the user too); 0 keeps every user")
 	fs.StringVar(&r.defaultPolicy, "default-policy", "window", "the calling policy while none is set (ivrsched policy set): window (08:00-21:00 in the user's local time, every day) or none (every call at its due time)")
 	fs.StringVar(&r.adminURL, "admin-url", "", "the URL at which the CLI and other instances reach this instance's admin listener, announced in the consumer groups (default: http://<--admin-http>, an unspecified host replaced by the host name)")
-	fs.StringVar(&r.adminToken, "admin-token-file", "", "a file holding the admin token that the admin listener and the web page's actions ask for (default: $"+adminTokenEnv+"; neither: the actions are off, and the admin listener is on loopback only, phone numbers masked)")
+	fs.StringVar(&r.adminToken, "admin-token-file", "", "a file holding the admin token (16 characters or more) that the admin listener and the web page's actions ask for (default: $"+adminTokenEnv+"; neither: the actions are off, and the admin listener is on loopback only, phone numbers masked)")
 	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
 }
 
@@ -316,19 +317,24 @@ func feedDemo(ctx context.Context, cfg app.Config, run *app.Running, cmds []*pb.
 // adminTokenEnv holds the web page's admin token, when no file is given.
 const adminTokenEnv = "IVRSCHED_ADMIN_TOKEN"
 
-// adminToken reads the web page's admin token from file, else from the
-// environment: never from a flag value, which ps shows.
+// adminToken reads the admin token from file, else from the environment:
+// never from a flag value, which ps shows. Either way it has
+// admin.MinTokenLength characters or more.
 func adminToken(file string, getenv func(string) string) (string, error) {
 	if file == "" {
-		return strings.TrimSpace(getenv(adminTokenEnv)), nil
+		tok := strings.TrimSpace(getenv(adminTokenEnv))
+		if tok != "" && len(tok) < admin.MinTokenLength {
+			return "", usageError{fmt.Sprintf("$%s holds %d characters; want a token of %d or more", adminTokenEnv, len(tok), admin.MinTokenLength)}
+		}
+		return tok, nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return "", badFlag("admin-token-file", "%v", err)
 	}
 	tok := strings.TrimSpace(string(b))
-	if len(tok) < 8 {
-		return "", badFlag("admin-token-file", "%s holds %d characters; want a token of 8 or more", file, len(tok))
+	if len(tok) < admin.MinTokenLength {
+		return "", badFlag("admin-token-file", "%s holds %d characters; want a token of %d or more", file, len(tok), admin.MinTokenLength)
 	}
 	return tok, nil
 }

@@ -131,6 +131,9 @@ func (c Config) Validate() error {
 	if c.PprofHTTP != "" && !IsLoopback(c.PprofHTTP) {
 		return fmt.Errorf("%w: pprof's address %s is not a loopback address", topology.ErrConfig, c.PprofHTTP)
 	}
+	if c.AdminToken != "" && len(c.AdminToken) < admin.MinTokenLength {
+		return fmt.Errorf("%w: the admin token has %d characters; want %d or more", topology.ErrConfig, len(c.AdminToken), admin.MinTokenLength)
+	}
 	if c.AdminHTTP != "" && c.AdminToken == "" && !IsLoopback(c.AdminHTTP) {
 		return fmt.Errorf("%w: the admin listener %s is not on a loopback address and has no admin token", topology.ErrConfig, c.AdminHTTP)
 	}
@@ -318,8 +321,9 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		ls.add(cfg.HTTP, "probes and metrics", probes, "/healthz", "/readyz", "/metrics")
 	}
 	if cfg.AdminHTTP != "" {
+		attempts := &admin.Attempts{Clock: cfg.Clock} // of the listener's token and the page's
 		mountAdmin(router, cfg, run, all)
-		mountUI(router, cfg, run)
+		mountUI(router, cfg, run, attempts)
 		if run.Policy != nil {
 			router.HandleFunc("/policy", policyPage(run.Policy))
 		}
@@ -328,7 +332,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		idx.AddComponent(qry, "Query")
 		var h http.Handler = router
 		if cfg.AdminToken != "" {
-			h = admin.RequireToken(cfg.AdminToken, h)
+			h = admin.RequireToken(cfg.AdminToken, attempts, h)
 		}
 		ls.add(cfg.AdminHTTP, "admin", h)
 	}

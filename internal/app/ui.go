@@ -19,8 +19,9 @@ import (
 	"github.com/ivrsched/ivrsched/webui"
 )
 
-// mountUI serves ivrsched's own web page (package webui) at /ui/.
-func mountUI(r *mux.Router, cfg Config, run *Running) {
+// mountUI serves ivrsched's own web page (package webui) at /ui/; its
+// actions' wrong tokens count in attempts.
+func mountUI(r *mux.Router, cfg Config, run *Running, attempts *admin.Attempts) {
 	client := &admin.Client{Kafka: cfg.Kafka, Topics: cfg.Topics, Token: cfg.AdminToken}
 	src := webui.Source{
 		Upcoming: func(ctx context.Context) ([]admin.Upcoming, error) {
@@ -45,8 +46,9 @@ func mountUI(r *mux.Router, cfg Config, run *Running) {
 			_, err := client.SetPause(ctx, campaign, until)
 			return err
 		},
-		Token:  cfg.AdminToken,
-		Logger: cfg.logger(),
+		Token:    cfg.AdminToken,
+		Attempts: attempts,
+		Logger:   cfg.logger(),
 	}
 	if run.Policy != nil {
 		src.Paused = func() map[string]time.Time {
