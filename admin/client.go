@@ -22,25 +22,46 @@ import (
 type Client struct {
 	Kafka  topology.Kafka
 	Topics topology.Topics
-	HTTP   *http.Client // nil: 10 s timeout
+	HTTP   *http.Client // nil: 10 s timeout, dialing only Peers
 	// Token is the deployment's admin token, sent to every instance.
 	Token string
+	// Peers are the networks the instances' announced URLs may be in; nil:
+	// DefaultPeers of the brokers.
+	Peers *Peers
 }
 
-func (c *Client) http() *http.Client {
+// maxAnswer bounds what is read of an instance's answer.
+const maxAnswer = 16 << 20
+
+func (c *Client) http(ctx context.Context) *http.Client {
 	if c.HTTP != nil {
 		return c.HTTP
 	}
-	return &http.Client{Timeout: 10 * time.Second}
+	p := c.Peers
+	if p == nil {
+		d := DefaultPeers(ctx, c.Kafka.Brokers)
+		p = &d
+	}
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		// No proxy: the address dialed is the one checked.
+		Transport: &http.Transport{Proxy: nil, DialContext: p.dialer().DialContext, TLSHandshakeTimeout: 5 * time.Second},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return fmt.Errorf("%w: it redirects", ErrRefusedURL)
+		},
+	}
 }
 
 // Cluster is what describing a group found: the announcing instances, the
 // partitions none of them owns (rebalancing, or owned by an instance
-// without a web server), and the partition count.
+// without a web server, or one whose announced URL is refused), and the
+// partition count.
 type Cluster struct {
 	Instances  []Instance
 	Missing    []int32
 	Partitions int32
+	// Refused says which members' announced URLs CheckURL refused, and why.
+	Refused []string
 }
 
 // Discover describes group and returns its instances owning partitions of
@@ -63,13 +84,21 @@ func discover(client sarama.Client, group, topic string) (Cluster, error) {
 	if err != nil {
 		return Cluster{}, err
 	}
+	var refused []string
+	found = slices.DeleteFunc(found, func(in Instance) bool {
+		if _, err := CheckURL(in.URL); err != nil {
+			refused = append(refused, "member "+in.Member+": "+err.Error())
+			return true
+		}
+		return false
+	})
 	owned := map[int32]bool{}
 	for _, in := range found {
 		for _, p := range in.Partitions {
 			owned[p] = true
 		}
 	}
-	cl := Cluster{Instances: found, Partitions: int32(len(parts))}
+	cl := Cluster{Instances: found, Partitions: int32(len(parts)), Refused: refused}
 	for _, p := range parts {
 		if !owned[p] {
 			cl.Missing = append(cl.Missing, p)
@@ -114,7 +143,7 @@ func (c *Client) Upcoming(ctx context.Context, q UpcomingQuery, progress func(an
 	var answered int32
 	for _, in := range cl.Instances {
 		var page UpcomingPage
-		if err := c.get(ctx, in.URL+"/admin/upcoming?"+q.values().Encode(), &page); err != nil {
+		if err := c.get(ctx, in.URL, []string{"admin", "upcoming"}, q.values(), &page); err != nil {
 			return nil, cl, err
 		}
 		all = append(all, page.Upcoming...)
@@ -177,7 +206,7 @@ func (c *Client) User(ctx context.Context, user string) (UserView, error) {
 			continue
 		}
 		var u User
-		if err := c.get(ctx, in.URL+"/admin/user/"+url.PathEscape(user), &u); err != nil {
+		if err := c.get(ctx, in.URL, []string{"admin", "user", url.PathEscape(user)}, nil, &u); err != nil {
 			return v, err
 		}
 		*side.url = in.URL
@@ -190,7 +219,21 @@ func (c *Client) User(ctx context.Context, user string) (UserView, error) {
 	return v, nil
 }
 
-func (c *Client) get(ctx context.Context, u string, v any) error {
+// get asks the instance at base (an announced URL) for path (escaped
+// segments) with query q, and decodes its JSON answer into v. Its errors
+// never quote what the instance answered.
+func (c *Client) get(ctx context.Context, base string, path []string, q url.Values, v any) error {
+	base, err := CheckURL(base)
+	if err != nil {
+		return err
+	}
+	u, err := url.JoinPath(base, path...)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRefusedURL, err)
+	}
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
@@ -198,20 +241,19 @@ func (c *Client) get(ctx context.Context, u string, v any) error {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	resp, err := c.http().Do(req)
+	resp, err := c.http(ctx).Do(req)
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusUnauthorized {
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
 		return fmt.Errorf("admin API %s: %w", u, ErrUnauthorized)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("admin API %s: %d %s", u, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("admin API %s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("admin API %s: %w", u, err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(v); err != nil {
+		return fmt.Errorf("admin API %s: the answer is not the admin API's JSON", u)
 	}
 	return nil
 }

@@ -22,23 +22,48 @@ func adminClient(k *kafkaFlags) (*admin.Client, error) {
 	return &admin.Client{Kafka: cfg, Topics: k.topics()}, nil
 }
 
+// instanceFlags are the flags of the commands that ask the instances.
+type instanceFlags struct {
+	tokenFile string
+	networks  string
+}
+
+func (f *instanceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.tokenFile, "admin-token-file", "", "a file holding the instances' admin token (default: $"+adminTokenEnv+")")
+	registerNetworks(fs, &f.networks)
+}
+
+// registerNetworks registers --admin-networks.
+func registerNetworks(fs *flag.FlagSet, v *string) {
+	fs.StringVar(v, "admin-networks", "", "networks (CIDRs or addresses, comma-separated) in which the instances' announced admin URLs are fetched (default: loopback and the /24, IPv6 /64, of each broker's address)")
+}
+
+// adminPeers parses --admin-networks; nil: the default.
+func adminPeers(networks string) (*admin.Peers, error) {
+	if networks == "" {
+		return nil, nil
+	}
+	p, err := admin.ParsePeers(networks)
+	if err != nil {
+		return nil, badFlag("admin-networks", "%v", err)
+	}
+	return &p, nil
+}
+
 // instancesClient is the client of the instances' admin API, with the
-// admin token of tokenFile or the environment.
-func instancesClient(k *kafkaFlags, tokenFile string) (*admin.Client, error) {
+// admin token of the token file or the environment.
+func instancesClient(k *kafkaFlags, f instanceFlags) (*admin.Client, error) {
 	c, err := adminClient(k)
 	if err != nil {
 		return nil, err
 	}
-	if c.Token, err = adminToken(tokenFile, os.Getenv); err != nil {
+	if c.Token, err = adminToken(f.tokenFile, os.Getenv); err != nil {
+		return nil, err
+	}
+	if c.Peers, err = adminPeers(f.networks); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// registerTokenFile registers the --admin-token-file flag of the commands
-// that ask the instances.
-func registerTokenFile(fs *flag.FlagSet) *string {
-	return fs.String("admin-token-file", "", "a file holding the instances' admin token (default: $"+adminTokenEnv+")")
 }
 
 // tokenHint adds to an instance's 401 where the token comes from.
@@ -58,14 +83,15 @@ func cmdShow(ctx context.Context, args []string, stdout io.Writer) error {
 	k.register(fs, defaultBrokers)
 	user := fs.String("user", "", "user id (required)")
 	showPhone := fs.Bool("show-phone", false, "print phone numbers in full")
-	tokenFile := registerTokenFile(fs)
+	var inst instanceFlags
+	inst.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *user == "" {
 		return badFlag("user", "required; want a user id")
 	}
-	c, err := instancesClient(&k, *tokenFile)
+	c, err := instancesClient(&k, inst)
 	if err != nil {
 		return err
 	}
@@ -132,7 +158,8 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 	to := fs.String("to", "", "only follow-ups due at or before this RFC 3339 time")
 	campaign := fs.String("campaign", "", "only follow-ups of this campaign")
 	limit := fs.Int("limit", 20, "how many follow-ups, 1 to 10000")
-	tokenFile := registerTokenFile(fs)
+	var inst instanceFlags
+	inst.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -152,7 +179,7 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 	if *limit < 1 || *limit > 10000 {
 		return badFlag("limit", "%d; want 1 to 10000", *limit)
 	}
-	c, err := instancesClient(&k, *tokenFile)
+	c, err := instancesClient(&k, inst)
 	if err != nil {
 		return err
 	}
@@ -169,6 +196,9 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := enc.Encode(u); err != nil {
 			return err
 		}
+	}
+	for _, r := range cl.Refused {
+		fmt.Fprintf(os.Stderr, "ivrsched upcoming: %q\n", r)
 	}
 	if len(cl.Missing) > 0 {
 		fmt.Fprintf(os.Stderr, "ivrsched upcoming: partitions %v have no instance that answered (rebalancing, or no --admin-http): their follow-ups are missing\n", cl.Missing)

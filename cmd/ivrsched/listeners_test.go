@@ -30,31 +30,8 @@ func TestNoFullPhoneWithoutTheToken(t *testing.T) {
 	r.token = token
 	const phone = "4155550142"
 	r.cli("onboard", "--user", "phone-user", "--phone", "+1"+phone, "--task", "t1", "--delay", "10h")
-	get := func(path string, withToken bool) (int, string) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, "http://"+r.web+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if withToken {
-			req.SetBasicAuth("admin", token) // as a browser sends it
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) { // readiness has no event to await
-		if code, _ := get("/readyz", false); code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("not ready")
-		}
-	}
+	get := r.get
+	r.awaitReady()
 	table := "/query/ivr-scheduler-table/phone-user"
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) { // the table has no event to await
 		if _, body := get(table, true); strings.Contains(body, phone) {
@@ -103,20 +80,10 @@ func TestWithoutATokenPhonesAreMasked(t *testing.T) {
 	const phone = "4155550142"
 	r.cli("onboard", "--user", "phone-user", "--phone", "+1"+phone, "--task", "t1", "--delay", "10h")
 	get := func(path string) string {
-		t.Helper()
-		resp, err := http.Get("http://" + r.web + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
+		_, body := r.get(path, false)
+		return body
 	}
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(get("/readyz"), `"ready":true`); time.Sleep(20 * time.Millisecond) { // readiness has no event to await
-		if time.Now().After(deadline) {
-			t.Fatal("not ready")
-		}
-	}
+	r.awaitReady()
 	for _, path := range []string{"/query/ivr-scheduler-table/phone-user", "/admin/user/phone-user"} {
 		var body string
 		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(body, "t1"); time.Sleep(20 * time.Millisecond) { // the table has no event to await

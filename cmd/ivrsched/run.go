@@ -46,6 +46,7 @@ type roleFlags struct {
 	defaultPolicy string
 	adminToken    string // a file with the web page's admin token
 	adminURL      string
+	adminNetworks string
 	// The dialer's flags, registered by the commands that run it.
 	dialing bool
 	dialer  dialerFlags
@@ -69,6 +70,7 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.DurationVar(&r.retain, "retain", 30*24*time.Hour, "remove a user with nothing pending once its last call and last command are this old (a tombstone, reported as expired on followup-events; the dialer forgets the user too); 0 keeps every user")
 	fs.StringVar(&r.defaultPolicy, "default-policy", "window", "the calling policy while none is set (ivrsched policy set): window (08:00-21:00 in the user's local time, every day) or none (every call at its due time)")
 	fs.StringVar(&r.adminURL, "admin-url", "", "the URL at which the CLI and other instances reach this instance's admin listener, announced in the consumer groups (default: http://<--admin-http>, an unspecified host replaced by the host name)")
+	registerNetworks(fs, &r.adminNetworks)
 	fs.StringVar(&r.adminToken, "admin-token-file", "", "a file holding the admin token (16 characters or more) that the admin listener and the web page's actions ask for (default: $"+adminTokenEnv+"; neither: the actions are off, and the admin listener is on loopback only, phone numbers masked)")
 	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
 }
@@ -151,6 +153,9 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 		cfg.AdminURL = strings.TrimSuffix(r.adminURL, "/")
 	}
 	if cfg.AdminToken, err = adminToken(r.adminToken, os.Getenv); err != nil {
+		return app.Config{}, err
+	}
+	if cfg.AdminPeers, err = adminPeers(r.adminNetworks); err != nil {
 		return app.Config{}, err
 	}
 	if adminHTTP != "" && cfg.AdminToken == "" && !app.IsLoopback(adminHTTP) {

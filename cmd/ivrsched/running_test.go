@@ -83,24 +83,45 @@ func (r *running) awaitPolicy(printed string) {
 	first, _, _ := strings.Cut(printed, "\n")
 	version := strings.TrimPrefix(first, "# policy set, version ")
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) { // the page has no event to await
-		req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, "http://"+r.web+"/policy", nil)
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		if r.token != "" {
-			req.SetBasicAuth("admin", r.token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if strings.Contains(html.UnescapeString(string(b)), version) {
+		if _, b := r.get("/policy", r.token != ""); strings.Contains(html.UnescapeString(b), version) {
 			return
 		}
 		if time.Now().After(deadline) {
 			r.t.Fatalf("the scheduler does not apply version %s", version)
+		}
+	}
+}
+
+// get asks the web server for path, with r.token as a browser sends it
+// (basic auth's password) if withToken, and returns the status and body.
+func (r *running) get(path string, withToken bool) (int, string) {
+	r.t.Helper()
+	req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, "http://"+r.web+path, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if withToken {
+		req.SetBasicAuth("admin", r.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// awaitReady waits until /readyz answers 200.
+func (r *running) awaitReady() {
+	r.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) { // readiness has no event to await
+		code, body := r.get("/readyz", false)
+		if code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("/readyz: %d %s", code, body)
 		}
 	}
 }

@@ -71,6 +71,9 @@ type Config struct {
 	// AdminToken guards AdminHTTP, reads included, and the web page's
 	// actions; empty: the page's actions are off.
 	AdminToken string
+	// AdminPeers are the networks in which the web page fetches the
+	// instances' announced URLs; nil: admin.DefaultPeers of the brokers.
+	AdminPeers *admin.Peers
 
 	Default scheduler.DefaultFollowUp
 	Limits  scheduler.Limits

@@ -22,7 +22,7 @@ import (
 // mountUI serves ivrsched's own web page (package webui) at /ui/; its
 // actions' wrong tokens count in attempts.
 func mountUI(r *mux.Router, cfg Config, run *Running, attempts *admin.Attempts) {
-	client := &admin.Client{Kafka: cfg.Kafka, Topics: cfg.Topics, Token: cfg.AdminToken}
+	client := &admin.Client{Kafka: cfg.Kafka, Topics: cfg.Topics, Token: cfg.AdminToken, Peers: cfg.AdminPeers}
 	src := webui.Source{
 		Upcoming: func(ctx context.Context) ([]admin.Upcoming, error) {
 			up, _, err := client.Upcoming(ctx, admin.UpcomingQuery{Limit: 20}, nil)
