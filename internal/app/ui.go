@@ -30,7 +30,7 @@ func mountUI(r *mux.Router, cfg Config, run *Running, attempts *admin.Attempts) 
 		},
 		User:        client.User,
 		Results:     func(ctx context.Context) ([]*pb.CallResult, error) { return recentResults(ctx, cfg, 20) },
-		DeadLetters: func(ctx context.Context) (map[string]int, error) { return deadLetterCounts(ctx, cfg, 24*time.Hour) },
+		DeadLetters: newDeadLetterCache(func(ctx context.Context) (map[string]int, error) { return deadLetterCounts(ctx, cfg, 24*time.Hour) }, cfg.Clock).get,
 		RunNow: func(ctx context.Context, user, task string) error {
 			em, err := goka.NewEmitter(cfg.Kafka.Brokers, cfg.Topics.Onboarding, new(codec.Command), cfg.Kafka.EmitterOptions()...)
 			if err != nil {
