@@ -8,8 +8,10 @@ package webui
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	_ "embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
@@ -51,6 +53,22 @@ type Source struct {
 
 //go:embed page.html
 var pageHTML string
+
+// pageCSP is the page's Content-Security-Policy: no script, its own style
+// element only, forms to this server, no framing.
+var pageCSP = func() string {
+	_, rest, _ := strings.Cut(pageHTML, "<style>")
+	style, _, _ := strings.Cut(rest, "</style>")
+	sum := sha256.Sum256([]byte(style))
+	return "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+}()
+
+// messages are what the page says after an action (?msg=): only these.
+var messages = map[string]string{
+	"run-now": "Run now sent: the call shows below once it is placed.",
+	"paused":  "Campaign paused: it is listed under Paused campaigns until the pause ends.",
+	"resumed": "Campaign resumed: its held follow-ups go now (inside the calling window).",
+}
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"t": func(t time.Time) string {
@@ -140,7 +158,7 @@ func (s Source) page(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
 	q := r.URL.Query()
-	d := pageData{Message: q.Get("msg"), Actions: s.Token != "" && s.RunNow != nil, Pausing: s.Token != "" && s.Pause != nil}
+	d := pageData{Message: messages[q.Get("msg")], Actions: s.Token != "" && s.RunNow != nil, Pausing: s.Token != "" && s.Pause != nil}
 	fail := func(what string, err error) {
 		d.Errors = append(d.Errors, what+": "+err.Error())
 	}
@@ -206,6 +224,8 @@ func (s Source) page(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", pageCSP)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if err := page.Execute(w, d); err != nil && s.Logger != nil {
 		s.Logger.Warn("web page", "err", err)
 	}
@@ -242,7 +262,7 @@ func (s Source) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var until *time.Time
-	msg := "campaign " + campaign + " resumed: its held follow-ups go now (inside the calling window)"
+	msg := "resumed"
 	if strings.HasSuffix(r.URL.Path, "/pause") {
 		d, err := time.ParseDuration(strings.TrimSpace(r.PostFormValue("for")))
 		if err != nil || d <= 0 || d > maxPause {
@@ -251,7 +271,7 @@ func (s Source) pause(w http.ResponseWriter, r *http.Request) {
 		}
 		u := time.Now().Add(d).UTC().Truncate(time.Second)
 		until = &u
-		msg = "campaign " + campaign + " paused until " + u.Format("2006-01-02 15:04:05Z")
+		msg = "paused"
 	}
 	if err := s.Pause(r.Context(), campaign, until); err != nil {
 		http.Error(w, "pause: "+err.Error(), http.StatusBadGateway)
@@ -279,6 +299,6 @@ func (s Source) runNow(w http.ResponseWriter, r *http.Request) {
 	if s.Logger != nil {
 		s.Logger.Info("run now from the web page", "user", user, "task", task)
 	}
-	q := url.Values{"user": {user}, "waiting": {task}, "msg": {"run now sent for task " + task}}
+	q := url.Values{"user": {user}, "waiting": {task}, "msg": {"run-now"}}
 	http.Redirect(w, r, "/ui/?"+q.Encode(), http.StatusSeeOther)
 }

@@ -155,3 +155,43 @@ func TestAdminTokenLength(t *testing.T) {
 		t.Errorf("a token of 16: %v", err)
 	}
 }
+
+// Goka's pages load their scripts and styles from the binary, none from
+// another site; /ui/ has a Content-Security-Policy that forbids framing,
+// and shows only the messages it knows.
+func TestPagesLoadNothingFromElsewhere(t *testing.T) {
+	r := startRun(t)
+	r.awaitReady()
+	for _, path := range []string{"/", "/monitor/", "/monitor/processor/0", "/query/"} {
+		code, body := r.get(path, false)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, code)
+		}
+		for _, ref := range []string{`src="//`, `src="http`, `href="http`, `href='http`} {
+			if strings.Contains(body, ref) {
+				t.Errorf("GET %s loads from elsewhere (%s):\n%s", path, ref, body)
+			}
+		}
+		for _, local := range []string{"/static/js/jquery-3.7.1.min.js", "/static/js/lodash-4.18.1.min.js", "/static/js/d3-4.13.0.min.js"} {
+			if !strings.Contains(body, `src="`+local+`"`) {
+				t.Errorf("GET %s does not load %s", path, local)
+			}
+		}
+	}
+	if code, body := r.get("/static/js/jquery-3.7.1.min.js", false); code != http.StatusOK || !strings.Contains(body, "jQuery v3.7.1") {
+		t.Errorf("GET the vendored jQuery: %d", code)
+	}
+	resp, err := http.Get("http://" + r.web + "/ui/?msg=" + "Call+%2B19005550199+to+verify+your+account")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("/ui/ Content-Security-Policy %q", csp)
+	}
+	if strings.Contains(string(b), "verify your account") {
+		t.Errorf("/ui/ shows a free-text message")
+	}
+	r.stop()
+}

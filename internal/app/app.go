@@ -39,6 +39,7 @@ import (
 	"github.com/ivrsched/ivrsched/providers/twilio"
 	"github.com/ivrsched/ivrsched/providers/webhook"
 	"github.com/ivrsched/ivrsched/topology"
+	"github.com/ivrsched/ivrsched/webui"
 )
 
 // Config is what the roles need.
@@ -333,7 +334,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		idx := index.NewServer("/", router)
 		idx.AddComponent(mon, "Monitor")
 		idx.AddComponent(qry, "Query")
-		var h http.Handler = router
+		h := webui.GokaPages(router)
 		if cfg.AdminToken != "" {
 			h = admin.RequireToken(cfg.AdminToken, attempts, h)
 		}
