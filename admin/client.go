@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -28,6 +29,9 @@ type Client struct {
 	// Peers are the networks the instances' announced URLs may be in; nil:
 	// DefaultPeers of the brokers.
 	Peers *Peers
+
+	once   sync.Once
+	client *http.Client // built once: one transport, its connections reused
 }
 
 // maxAnswer bounds what is read of an instance's answer.
@@ -37,6 +41,12 @@ func (c *Client) http(ctx context.Context) *http.Client {
 	if c.HTTP != nil {
 		return c.HTTP
 	}
+	c.once.Do(func() { c.client = c.newHTTP(ctx) })
+	return c.client
+}
+
+// newHTTP builds the client that dials only the Peers.
+func (c *Client) newHTTP(ctx context.Context) *http.Client {
 	p := c.Peers
 	if p == nil {
 		d := DefaultPeers(ctx, c.Kafka.Brokers)
@@ -45,7 +55,8 @@ func (c *Client) http(ctx context.Context) *http.Client {
 	return &http.Client{
 		Timeout: 10 * time.Second,
 		// No proxy: the address dialed is the one checked.
-		Transport: &http.Transport{Proxy: nil, DialContext: p.dialer().DialContext, TLSHandshakeTimeout: 5 * time.Second},
+		Transport: &http.Transport{Proxy: nil, DialContext: p.dialer().DialContext, TLSHandshakeTimeout: 5 * time.Second,
+			MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return fmt.Errorf("%w: it redirects", ErrRefusedURL)
 		},

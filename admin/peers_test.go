@@ -3,10 +3,12 @@ package admin
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -69,5 +71,31 @@ func TestPeersAndNoEcho(t *testing.T) {
 	}
 	if err := near.get(context.Background(), srv.URL, []string{"admin", "user", "moved"}, nil, &v); !errors.Is(err, ErrRefusedURL) {
 		t.Errorf("a redirect: %v", err)
+	}
+}
+
+// A client reuses its connections: asking an instance again does not
+// open another (nor leave the last one idle for good).
+func TestClientReusesConnections(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(`{"user_id":"u"}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := &Client{Peers: &Peers{Nets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+	for range 5 {
+		var v User
+		if err := c.get(context.Background(), srv.URL, []string{"admin", "user", "u"}, nil, &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("5 requests opened %d connections, want 1", n)
 	}
 }

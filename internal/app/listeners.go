@@ -91,7 +91,7 @@ func serveHTTP(ctx context.Context, g *errgroup.Group, addr, what string, h http
 	if err != nil {
 		return fmt.Errorf("web server (%s) on %s: %w", what, addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Info("web server", "serves", what, "url", "http://"+ln.Addr().String()+"/")
 	g.Go(func() error {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
