@@ -33,6 +33,14 @@ type Writer struct {
 	Group  goka.Group
 	Clock  clock.Clock // required: stamps DeadLetter.at
 	Logger *slog.Logger
+	// MaxBytes bounds each dead letter's record as Sarama counts it
+	// against Producer.MaxMessageBytes (its key, value and headers): a
+	// letter larger than that keeps the rejected record's size and digest
+	// instead of its value (DeadLetter.truncated). The processors give it
+	// the bound of their table's values, scheduler.ValueBound of the
+	// producer's config, which leaves room for a record's framing. 0: no
+	// bound.
+	MaxBytes int
 
 	counts sync.Map // reason → *atomic.Int64
 }
@@ -92,6 +100,8 @@ func (w *Writer) SendKey(ctx goka.Context, key string, reason Reason, detail str
 	}
 	headers[HeaderReason] = []byte(reason)
 	headers[HeaderSource] = []byte(src)
+	key = bound(w.MaxBytes, key, dl, headers)
+	detail = dl.GetDetail()
 	ctx.Emit(w.Topic, key, dl, goka.WithCtxEmitHeaders(headers))
 
 	c, _ := w.counts.LoadOrStore(string(reason), new(atomic.Int64))

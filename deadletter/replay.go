@@ -18,7 +18,8 @@ const HeaderReplays = "ivrsched-dlq-replays"
 var ErrNotReplayable = errors.New("not replayable")
 
 // Replayable says whether e can be replayed to its source topic: it must
-// not be an unreadable_state (its record met a stored value that does not
+// not be truncated (DeadLetter.truncated: the record is not in it), nor an
+// unreadable_state (its record met a stored value that does not
 // decode and would meet it again, or the letter carries that value, from a
 // tick), and the source must be a topic that is keyed by the dead letter's
 // key (replayable, such as the onboarding and ivr-calls topics; not the
@@ -28,6 +29,9 @@ func Replayable(e Entry, replayable map[string]bool) error {
 	switch {
 	case dl.GetReason() == string(ReasonUnreadableState):
 		return fmt.Errorf("%w: %s: the user's stored value does not decode, and the record would meet it again (forget the user, then onboard them again)", ErrNotReplayable, dl.GetReason())
+	case dl.GetTruncated():
+		return fmt.Errorf("%w: the letter keeps only the size (%d bytes) and SHA-256 of the record's value, too large for a dead letter; the original is at %s/%d/%d while the topic retains it",
+			ErrNotReplayable, dl.GetValueSize(), dl.GetSourceTopic(), dl.GetSourcePartition(), dl.GetSourceOffset())
 	case !replayable[dl.GetSourceTopic()]:
 		return fmt.Errorf("%w: its source %s is internal to ivrsched", ErrNotReplayable, dl.GetSourceTopic())
 	}

@@ -97,6 +97,10 @@ type dlqLine struct {
 	Key     string    `json:"key"`
 	At      time.Time `json:"at"`
 	Replays int       `json:"replays"`
+	// Truncated: the record was too large for its dead letter, which keeps
+	// only its value's size (ValueSize); the original is at Source.
+	Truncated bool  `json:"truncated,omitempty"`
+	ValueSize int64 `json:"value_size,omitempty"`
 	// Where the dead letter itself is: topic/partition/offset.
 	DeadLetter string `json:"dead_letter"`
 }
@@ -115,6 +119,7 @@ func lineOf(e deadletter.Entry) dlqLine {
 		Source: dlqSource{Topic: dl.GetSourceTopic(), Partition: dl.GetSourcePartition(), Offset: dl.GetSourceOffset(),
 			Timestamp: dl.GetSourceTimestamp().AsTime().UTC()},
 		Key: string(dl.GetKey()), At: dl.GetAt().AsTime().UTC(), Replays: e.Replays,
+		Truncated: dl.GetTruncated(), ValueSize: dl.GetValueSize(),
 		DeadLetter: fmt.Sprintf("%s/%d/%d", e.Topic, e.Partition, e.Offset),
 	}
 }
@@ -123,7 +128,8 @@ func cmdDLQList(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("dlq list", "Prints the dead letters of scheduler-dlq and dialer-dlq as JSON lines: reason, detail\n"+
 		"(phone numbers masked), the rejecting group, the source record's topic, partition,\n"+
 		"offset and timestamp, its key, when it was dead-lettered and how many times it had\n"+
-		"been replayed. Reads to the end and exits.")
+		"been replayed, and whether it is truncated (the record too large to keep: read it\n"+
+		"at its source). Reads to the end and exits.")
 	var d dlqFlags
 	d.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -156,7 +162,8 @@ func cmdDLQReplay(ctx context.Context, args []string, stdout io.Writer) error {
 		"the header ivrsched-dlq-replays (times replayed). A replayed record that fails again is\n"+
 		"dead-lettered with its mark and not replayed again (see --max-replays). Each reason's\n"+
 		"progress is committed (group ivrsched-dlq-replay.<reason>): running it again replays\n"+
-		"only what was dead-lettered since. Prints a JSON line per record replayed or skipped,\n"+
+		"only what was dead-lettered since. A truncated dead letter is skipped (it does not\n"+
+		"hold the record). Prints a JSON line per record replayed or skipped,\n"+
 		"then a summary; shows progress on a terminal.")
 	var d dlqFlags
 	d.register(fs)

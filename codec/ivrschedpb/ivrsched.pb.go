@@ -2527,7 +2527,7 @@ func (x *CallStatus) GetAttempt() uint32 {
 // DeadLetter is a record a processor could not accept, on the `scheduler-dlq`
 // or `dialer-dlq` topic, keyed by the original key. The record's headers are
 // the original headers plus ivrsched-dlq-reason and ivrsched-dlq-source.
-// Next ID: 12
+// Next ID: 15
 type DeadLetter struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A reason code, e.g. "invalid_phone" (see the scheduler's Reason constants).
@@ -2543,8 +2543,19 @@ type DeadLetter struct {
 	Value           []byte                 `protobuf:"bytes,9,opt,name=value,proto3" json:"value,omitempty"`
 	Headers         []*Header              `protobuf:"bytes,10,rep,name=headers,proto3" json:"headers,omitempty"`
 	At              *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=at,proto3" json:"at,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when the record is too large to keep whole in a dead letter (the
+	// letter would be larger than the producer writes in one record): value
+	// is empty, value_size and value_sha256 describe the record's value, the
+	// record's headers may be dropped and its key cut (the detail says
+	// which). The original stays at source_topic, source_partition,
+	// source_offset while that topic retains it. Such a letter is not
+	// replayed.
+	Truncated bool `protobuf:"varint,12,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// The record's value: its size in bytes and its SHA-256, when truncated.
+	ValueSize     int64  `protobuf:"varint,13,opt,name=value_size,json=valueSize,proto3" json:"value_size,omitempty"`
+	ValueSha256   []byte `protobuf:"bytes,14,opt,name=value_sha256,json=valueSha256,proto3" json:"value_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeadLetter) Reset() {
@@ -2650,6 +2661,27 @@ func (x *DeadLetter) GetHeaders() []*Header {
 func (x *DeadLetter) GetAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.At
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *DeadLetter) GetValueSize() int64 {
+	if x != nil {
+		return x.ValueSize
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetValueSha256() []byte {
+	if x != nil {
+		return x.ValueSha256
 	}
 	return nil
 }
@@ -2919,7 +2951,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\brequests\x18\t \x01(\rR\brequests\x12\x17\n" +
 	"\atask_id\x18\n" +
 	" \x01(\tR\x06taskId\x12\x18\n" +
-	"\aattempt\x18\v \x01(\rR\aattempt\"\x8f\x03\n" +
+	"\aattempt\x18\v \x01(\rR\aattempt\"\xef\x03\n" +
 	"\n" +
 	"DeadLetter\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
@@ -2933,7 +2965,11 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x05value\x18\t \x01(\fR\x05value\x12-\n" +
 	"\aheaders\x18\n" +
 	" \x03(\v2\x13.ivrsched.v1.HeaderR\aheaders\x12*\n" +
-	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"0\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1c\n" +
+	"\ttruncated\x18\f \x01(\bR\ttruncated\x12\x1d\n" +
+	"\n" +
+	"value_size\x18\r \x01(\x03R\tvalueSize\x12!\n" +
+	"\fvalue_sha256\x18\x0e \x01(\fR\vvalueSha256\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value*\xc9\x01\n" +

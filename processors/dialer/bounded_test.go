@@ -1,14 +1,18 @@
 package dialer
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
@@ -104,5 +108,34 @@ func TestCallWithTooLongIDs(t *testing.T) {
 		if dl.GetReason() != string(deadletter.ReasonTooLong) {
 			t.Fatalf("dead letter %v", dl)
 		}
+	}
+}
+
+// A record on ivr-calls as large as the producer's limit that the dialer
+// rejects (it does not decode) is dead-lettered through the same bounded
+// writer as the scheduler's: without its value, with the value's size and
+// digest. Kept whole, the letter would be refused by the producer and fail
+// the partition at every replay. The next call is placed.
+func TestRejectedCallNearTheLimitIsDeadLettered(t *testing.T) {
+	rec := &recorder{}
+	h := setup(t, rec, 1)
+	dlq := h.tt.NewQueueTracker(string(h.topics.DialerDLQ))
+	limit := sarama.NewConfig().Producer.MaxMessageBytes
+	data := append(slices.Clone(garbage), make([]byte, limit-100)...)
+	h.tt.Consume(string(h.topics.Calls), "u1", &codec.Undecodable{Data: data})
+	h.call("u2", "c2")
+	h.idle()
+	if got := rec.seen(); !slices.Equal(got, []string{"c2"}) {
+		t.Fatalf("placed %v, want c2", got)
+	}
+	dls := deadLetters(t, dlq)
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters, want one", len(dls))
+	}
+	dl := dls[0]
+	sum := sha256.Sum256(data)
+	if dl.GetReason() != "undecodable" || !dl.GetTruncated() || dl.GetValueSize() != int64(len(data)) || !bytes.Equal(dl.GetValueSha256(), sum[:]) || len(dl.GetValue()) != 0 {
+		t.Fatalf("dead letter %s truncated %v, value of %d bytes, size %d: want undecodable, truncated, size %d and its digest",
+			dl.GetReason(), dl.GetTruncated(), len(dl.GetValue()), dl.GetValueSize(), len(data))
 	}
 }

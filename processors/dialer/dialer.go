@@ -94,7 +94,8 @@ type Config struct {
 	// MaxValueBytes bounds a user's encoded value: a value that would be
 	// larger loses its oldest records first. 0: what the table's producer
 	// accepts by Sarama's default Producer.MaxMessageBytes
-	// (scheduler.ValueBound).
+	// (scheduler.ValueBound). It bounds each dead letter's record too
+	// (deadletter.Writer.MaxBytes).
 	MaxValueBytes int
 	// OnFinal, if set, is called with each call's final outcome, once per
 	// call id (again only when a crash replays the status that made it
@@ -201,7 +202,7 @@ func New(cfg Config) (*Dialer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dlq := &deadletter.Writer{Topic: cfg.Topics.DialerDLQ, Group: cfg.Topics.Dialer, Clock: cfg.Clock, Logger: cfg.Logger}
+	dlq := &deadletter.Writer{Topic: cfg.Topics.DialerDLQ, Group: cfg.Topics.Dialer, Clock: cfg.Clock, Logger: cfg.Logger, MaxBytes: cfg.MaxValueBytes}
 	return &Dialer{cfg: cfg, dlq: dlq}, nil
 }
 

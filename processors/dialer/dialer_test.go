@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -17,6 +18,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/placement"
 	"github.com/ivrsched/ivrsched/providers"
 	"github.com/ivrsched/ivrsched/topology"
@@ -96,7 +98,7 @@ func setup(t *testing.T, prov providers.Provider, maxInFlight int, opts ...func(
 	if got := h.d.Graph().LoopStream().Topic(); got != string(h.topics.DialerLoop()) {
 		t.Fatalf("loop topic %s, topology says %s", got, h.topics.DialerLoop())
 	}
-	proc, err := h.d.Processor(nil, goka.WithTester(h.tt))
+	proc, err := h.d.Processor(nil, goka.WithTester(h.tt), goka.WithProducerBuilder(kafkatest.SizedProducer(h.tt.ProducerBuilder(), sarama.NewConfig().Producer.MaxMessageBytes)))
 	if err != nil {
 		t.Fatal(err)
 	}

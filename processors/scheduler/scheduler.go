@@ -50,7 +50,8 @@ type Config struct {
 	// MaxValueBytes bounds a user's encoded value: a command or wake that
 	// would make it larger is dead-lettered (state_too_large) and the value
 	// stays as it was. 0: what the table's producer accepts by Sarama's
-	// default Producer.MaxMessageBytes (ValueBound).
+	// default Producer.MaxMessageBytes (ValueBound). It bounds each dead
+	// letter's record too (deadletter.Writer.MaxBytes).
 	MaxValueBytes int
 	// Partitions of the co-partitioned topics. A command whose key belongs
 	// on another partition than the one it arrived on is forwarded there.
@@ -212,7 +213,7 @@ func New(cfg Config, send func(partition int32, through punctuation.Pos) error) 
 	if err != nil {
 		return nil, err
 	}
-	dlq := &deadletter.Writer{Topic: cfg.Topics.SchedulerDLQ, Group: cfg.Topics.Scheduler, Clock: cfg.Clock, Logger: cfg.Logger}
+	dlq := &deadletter.Writer{Topic: cfg.Topics.SchedulerDLQ, Group: cfg.Topics.Scheduler, Clock: cfg.Clock, Logger: cfg.Logger, MaxBytes: cfg.MaxValueBytes}
 	return &Scheduler{cfg: cfg, punct: p, dlq: dlq}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"github.com/lovoo/goka/tester"
@@ -22,6 +23,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/punctuation"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -60,7 +62,7 @@ func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := s.Processor(nil, goka.WithTester(tt))
+	proc, err := s.Processor(nil, goka.WithTester(tt), goka.WithProducerBuilder(kafkatest.SizedProducer(tt.ProducerBuilder(), sarama.NewConfig().Producer.MaxMessageBytes)))
 	if err != nil {
 		t.Fatal(err)
 	}
