@@ -42,3 +42,20 @@ func TestForgetDecidesByThePartitionsOrderNotByClocks(t *testing.T) {
 		t.Fatalf("placed %v, want the call fired after the Forget", got)
 	}
 }
+
+// A Forget without a place (the scheduler sends none for a value created
+// before the onboarding offsets started again) drops a call of its user
+// whatever place the call carries.
+func TestForgetWithoutAPlaceDropsEveryCallOfItsUser(t *testing.T) {
+	rec := &recorder{}
+	h := setup(t, rec, 1)
+	h.tt.Consume(string(h.topics.Events), "u1", &pb.ScheduleEvent{UserId: "u1", Kind: pb.ScheduleEvent_KIND_FORGOTTEN, At: timestamppb.Now()})
+	old := call("u1", "old")
+	old.CreatedOffset = 1_000_000
+	h.tt.Consume(string(h.topics.Calls), "u1", old)
+	h.call("u2", "other")
+	h.idle()
+	if got := rec.seen(); !slices.Equal(got, []string{"other"}) || h.state("u1") != nil {
+		t.Fatalf("placed %v, u1's value %v: want u1's call dropped", got, h.state("u1"))
+	}
+}

@@ -114,10 +114,19 @@ func (s *Scheduler) onCommand(ctx goka.Context, msg any) {
 // forget the user too, with the Forget's onboarding offset.
 func (s *Scheduler) forget(ctx goka.Context) {
 	detail := "erased"
+	place := ctx.Offset() + 1
 	if ctx.Value() == nil {
 		detail = "no such user"
 	} else {
 		if st, ok := ctx.Value().(*pb.UserState); ok {
+			if st.GetCreatedOffset() > ctx.Offset() {
+				// Created at a later offset than this Forget's: before the
+				// onboarding offsets started again (the topic recreated or
+				// truncated). Its calls' places and this Forget's are
+				// not in one order: the Forget carries none, and the dialer
+				// drops every call of the user while it is recent.
+				place = 0
+			}
 			// A pending retry's follow-up ends here: its final outcome.
 			keep, _ := s.splitFired(ctx.Partition(), ctx.Key(), st.GetPending())
 			for _, t := range keep {
@@ -134,7 +143,7 @@ func (s *Scheduler) forget(ctx goka.Context) {
 	// onboarding partition's order decides, not the clocks of the hosts
 	// that fired them and that process the Forget.
 	ctx.Emit(s.cfg.Topics.Events, ctx.Key(), &pb.ScheduleEvent{UserId: ctx.Key(), Kind: pb.ScheduleEvent_KIND_FORGOTTEN,
-		At: timestamppb.New(s.cfg.Clock.Now()), Detail: detail, ForgetOffset: ctx.Offset() + 1})
+		At: timestamppb.New(s.cfg.Clock.Now()), Detail: detail, ForgetOffset: place})
 }
 
 // misrouted reports a record whose key belongs on another partition, as

@@ -27,12 +27,7 @@ func TestCallsAndForgetCarryTheOnboardingOrder(t *testing.T) {
 	}
 	h.nextEvents()
 	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Forget{Forget: &pb.Forget{}}})
-	var forget *pb.ScheduleEvent
-	for _, e := range h.nextEvents() {
-		if e.GetKind() == pb.ScheduleEvent_KIND_FORGOTTEN {
-			forget = e
-		}
-	}
+	forget := h.forgotten()
 	if forget.GetForgetOffset() <= first.GetCreatedOffset() {
 		t.Fatalf("forget_offset %d, want above the calls' %d", forget.GetForgetOffset(), first.GetCreatedOffset())
 	}
@@ -41,4 +36,40 @@ func TestCallsAndForgetCarryTheOnboardingOrder(t *testing.T) {
 	if again := h.expectCalls("d")[0]; again.GetCreatedOffset() <= forget.GetForgetOffset() {
 		t.Fatalf("a call of the user onboarded again carries %d, want above the Forget's %d", again.GetCreatedOffset(), forget.GetForgetOffset())
 	}
+}
+
+// The onboarding topic recreated (or truncated by an unclean election)
+// starts its offsets again, below the places of the values created before.
+// A call fired from such a value just before its user's Forget carries a
+// place the Forget's own offset cannot order: with it, the dialer would
+// take the call for one fired after the erase, place it and recreate the
+// user's dialer value. The Forget then carries no place, and the dialer
+// drops every call of the user while the Forget is recent.
+func TestForgetOfAValueFromBeforeTheOffsetsRestarted(t *testing.T) {
+	h := newHarness(t)
+	h.onboard("u1", delay("a", time.Second))
+	st := h.state("u1")
+	st.CreatedOffset = 1_000_000 // created before the topic was recreated
+	h.tt.SetTableValue(h.topics.SchedulerTable(), "u1", st)
+	h.tickAt(time.Second)
+	call := h.expectCalls("a")[0]
+	h.nextEvents()
+	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Forget{Forget: &pb.Forget{}}})
+	forget := h.forgotten()
+	if f := forget.GetForgetOffset(); f != 0 && f-1 < call.GetCreatedOffset() {
+		t.Fatalf("forget_offset %d orders the call of created_offset %d after the Forget: the dialer would place it after the erase", f, call.GetCreatedOffset())
+	}
+}
+
+// forgotten returns the KIND_FORGOTTEN event among the events since the
+// last look.
+func (h *harness) forgotten() *pb.ScheduleEvent {
+	h.t.Helper()
+	for _, e := range h.nextEvents() {
+		if e.GetKind() == pb.ScheduleEvent_KIND_FORGOTTEN {
+			return e
+		}
+	}
+	h.t.Fatal("no KIND_FORGOTTEN event")
+	return nil
 }
