@@ -13,27 +13,37 @@ import (
 // scheduler fired before its user's Forget may reach the dialer after the
 // Forget (ivr-calls lagging behind followup-events). Each partition
 // therefore remembers its recent Forgets, in memory only (the user id and
-// the Forget's time), and drops the calls of their users fired at or
-// before them (IVRCall.fired_at against ScheduleEvent.at: both are the
-// scheduler's clock, read on the partition's one goroutine as it fired the
-// call and as it processed the Forget).
+// the Forget's place), and drops the calls of their users fired at or
+// before them. The times compared here are places in the scheduler's
+// onboarding partition, not clocks: the dialer hands a Forget's onboarding
+// offset (ScheduleEvent.forget_offset) and, as a call's fired time, the
+// onboarding offset of the command that created the value it was fired
+// from (IVRCall.created_offset), each mapped to a time
+// (processors/dialer's orderTime). A call from a value created before the
+// Forget was fired before it. A Forget or call without a place (an older
+// scheduler, or a value from before the onboarding offsets started again)
+// has the time far in the future or none: the user's calls are dropped
+// while the Forget is live.
 //
 // A Forget retires, and its followup-events record may then be committed
 // once every ivr-calls record consumed so far is (commits.after), when no
 // call fired before it can still come:
-//   - a call of the partition fired after it is consumed: the scheduler
-//     fired every call before the Forget before that one, on the same
-//     ivr-calls partition (its producer keeps a partition's order), so
-//     they were all consumed already; or
-//   - on a quiet partition, ForgetGrace after it was consumed, once
-//     ivr-calls is consumed up to its end as the partition's claim last
-//     saw it: the grace covers a call whose write was still under way when
-//     the Forget was written.
+//   - a call of the partition placed after it is consumed (one from a value
+//     created after the Forget): the scheduler fired every call before the
+//     Forget before that one, on the same ivr-calls partition (its
+//     producer keeps a partition's order), so they were all consumed
+//     already; or
+//   - ForgetGrace after it was consumed, once ivr-calls is consumed up to
+//     its end as the partition's claim last saw it: the grace covers a
+//     call whose write was still under way when the Forget was written.
+//     Most Forgets retire this way (a call from a value newer than the
+//     Forget is rare), so followup-events commits lag the Forgets by about
+//     ForgetGrace.
 
 // forgot is one recent Forget.
 type forgot struct {
 	user   string
-	at     time.Time // the Forget's time: calls fired at or before it are dropped
+	at     time.Time // the Forget's place as a time: calls at or before it are dropped
 	offset int64     // its followup-events record
 	since  time.Time // when the dialer consumed it (the placer's clock)
 }
