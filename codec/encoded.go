@@ -19,14 +19,29 @@ var ErrTooLarge = errors.New("encoded value too large")
 // EncodeBounded encodes m, or returns ErrTooLarge if the encoding is
 // longer than bound bytes (bound <= 0: no bound).
 func EncodeBounded(m proto.Message, bound int) (Encoded, error) {
-	b, err := proto.Marshal(m)
-	if err != nil {
-		return nil, err
+	b, _, err := EncodeFitting(m, bound, func(int) int { return 0 })
+	return b, err
+}
+
+// EncodeFitting encodes m within bound bytes (bound <= 0: no bound): while
+// the encoding is longer, trim is called with the excess to drop something
+// from m, and returns how many items it dropped; once it drops none, the
+// error is ErrTooLarge. dropped is how many were dropped in all.
+func EncodeFitting(m proto.Message, bound int, trim func(excess int) int) (b Encoded, dropped int, err error) {
+	for {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			return nil, dropped, err
+		}
+		if bound <= 0 || len(b) <= bound {
+			return b, dropped, nil
+		}
+		n := trim(len(b) - bound)
+		if n == 0 {
+			return nil, dropped, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(b), bound)
+		}
+		dropped += n
 	}
-	if bound > 0 && len(b) > bound {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(b), bound)
-	}
-	return b, nil
 }
 
 // recordFraming is what a record costs besides its key and value: Sarama

@@ -1,6 +1,7 @@
 package dialer
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/lovoo/goka"
@@ -21,18 +22,9 @@ import (
 // (Written, such a value would fail at the table's producer, and the
 // partition would fail again at every replay of the status.)
 func (d *Dialer) write(ctx goka.Context, st *pb.DialerState, r *pb.DialRecord, s *pb.CallStatus) {
-	for {
-		b, err := proto.Marshal(st)
-		if err != nil {
-			ctx.Fail(fmt.Errorf("encode the dialer's value of user %q: %w", ctx.Key(), err))
-		}
-		if len(b) <= d.cfg.MaxValueBytes {
-			ctx.SetValue(codec.Encoded(b))
-			return
-		}
+	b, n, err := codec.EncodeFitting(st, d.cfg.MaxValueBytes, func(excess int) int {
 		// Each record dropped shortens the encoding by more than its size
 		// (a tag and a length come with it), so one pass usually does.
-		excess := len(b) - d.cfg.MaxValueBytes
 		kept := make([]*pb.DialRecord, 0, len(st.Calls))
 		for _, c := range st.Calls { // oldest first
 			if excess > 0 && c != r {
@@ -42,13 +34,18 @@ func (d *Dialer) write(ctx goka.Context, st *pb.DialerState, r *pb.DialRecord, s
 			kept = append(kept, c)
 		}
 		n := len(st.Calls) - len(kept)
-		if n == 0 {
-			d.Stats.Invalid.Add(1)
-			d.dlq.Send(ctx, deadletter.ReasonStateTooLarge, fmt.Sprintf("the dialer's value of user %q would be %d bytes with the record of call %s alone, limit %d: the status is not recorded; its result is published",
-				ctx.Key(), len(b), r.GetCallId(), d.cfg.MaxValueBytes), deadletter.Value(s))
-			return
-		}
 		st.Calls = kept
-		d.Stats.Trimmed.Add(int64(n))
+		return n
+	})
+	d.Stats.Trimmed.Add(int64(n))
+	switch {
+	case errors.Is(err, codec.ErrTooLarge):
+		d.Stats.Invalid.Add(1)
+		d.dlq.Send(ctx, deadletter.ReasonStateTooLarge, fmt.Sprintf("the dialer's value of user %q with the record of call %s alone is too large (%v): the status is not recorded; its result is published",
+			ctx.Key(), r.GetCallId(), err), deadletter.Value(s))
+	case err != nil:
+		ctx.Fail(fmt.Errorf("encode the dialer's value of user %q: %w", ctx.Key(), err))
+	default:
+		ctx.SetValue(b)
 	}
 }

@@ -179,6 +179,9 @@ type Stats struct {
 	// reported again (replays), EndedUnknown outcomes of calls the user's
 	// value does not hold (forgotten users).
 	Retries, Ended, EndedRepeats, EndedUnknown atomic.Int64
+	// FiredTrimmed counts fired follow-ups dropped from users' histories,
+	// beyond FiredHistory, to keep their values within MaxValueBytes.
+	FiredTrimmed atomic.Int64
 }
 
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.
