@@ -122,9 +122,12 @@ func (s *Scheduler) forget(ctx goka.Context) {
 			if st.GetCreatedOffset() > ctx.Offset() {
 				// Created at a later offset than this Forget's: before the
 				// onboarding offsets started again (the topic recreated or
-				// truncated). Its calls' places and this Forget's are
+				// truncated), or by a later command (this Forget replayed
+				// after a crash). Its calls' places and this Forget's are
 				// not in one order: the Forget carries none, and the dialer
-				// drops every call of the user while it is recent.
+				// drops every call of the user while it is recent (in the
+				// second case, calls of that later command too: a call
+				// lost rather than an erased user called).
 				place = 0
 			}
 			// A pending retry's follow-up ends here: its final outcome.
