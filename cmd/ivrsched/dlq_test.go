@@ -34,10 +34,12 @@ func TestDLQListAndReplay(t *testing.T) {
 		Source struct {
 			Topic string `json:"topic"`
 		} `json:"source"`
-		Key      string `json:"key"`
-		Replays  int    `json:"replays"`
-		Replayed bool   `json:"replayed"`
-		Skipped  string `json:"skipped"`
+		Key       string `json:"key"`
+		Replays   int    `json:"replays"`
+		Truncated bool   `json:"truncated"`
+		ValueSize int    `json:"value_size"`
+		Replayed  bool   `json:"replayed"`
+		Skipped   string `json:"skipped"`
 	}
 	lines := func(out string) []line {
 		t.Helper()
@@ -131,6 +133,34 @@ func TestDLQListAndReplay(t *testing.T) {
 	}
 	if ls := await(3); len(ls) != 3 {
 		t.Fatalf("the replay that succeeded was dead-lettered: %+v", ls)
+	}
+
+	// A command near 1 MiB that is rejected (too many follow-ups) is too
+	// large to keep in its dead letter: listed as truncated with its size,
+	// and not replayed, with where to find the original.
+	follow := make([]*pb.FollowUp, 1001)
+	for i := range follow {
+		follow[i] = &pb.FollowUp{TaskId: fmt.Sprintf("t%d", i), When: &pb.FollowUp_Delay{Delay: durationpb.New(time.Hour)},
+			Action: &pb.Action{IvrScript: strings.Repeat("s", 1000)}}
+	}
+	cmd := &pb.Command{UserId: "huge", RequestedAt: timestamppb.Now(), Command: &pb.Command_Onboard{Onboard: &pb.Onboard{
+		Phone: "+14155550123", FollowUps: follow}}}
+	// Up to 100 bytes short of what the producer takes.
+	room := sarama.NewConfig().Producer.MaxMessageBytes - 100 - proto.Size(cmd)
+	for _, f := range follow {
+		f.Action.IvrScript += strings.Repeat("s", room/len(follow))
+	}
+	follow[0].Action.IvrScript += strings.Repeat("s", room%len(follow))
+	huge, _ := proto.Marshal(cmd)
+	if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: "onboarding", Key: sarama.StringEncoder("huge"), Value: sarama.ByteEncoder(huge)}); err != nil {
+		t.Fatal(err)
+	}
+	if ls := await(1, "--reason", "too_many_follow_ups"); !ls[0].Truncated || ls[0].ValueSize != len(huge) || ls[0].Key != "huge" {
+		t.Fatalf("dead letter of a %d-byte command: %+v, want truncated with its size", len(huge), ls[0])
+	}
+	out = cli("dlq", "replay", "--reason", "too_many_follow_ups")
+	if ls := lines(out); len(ls) != 1 || ls[0].Replayed || !strings.Contains(ls[0].Skipped, "the original is at onboarding/") {
+		t.Fatalf("replay of a truncated dead letter:\n%s", out)
 	}
 	r.stop()
 }
