@@ -27,6 +27,12 @@ type k8sSecured struct {
 				Port any `yaml:"port"` // a number or a port name
 			} `yaml:"ports"`
 		} `yaml:"ingress"`
+		// Service
+		Selector map[string]any `yaml:"selector"` // a StatefulSet's holds matchLabels
+		Ports    []struct {
+			Name       string `yaml:"name"`
+			TargetPort any    `yaml:"targetPort"` // a number or a port name
+		} `yaml:"ports"`
 		// StatefulSet
 		Template struct {
 			Metadata struct {
@@ -39,7 +45,10 @@ type k8sSecured struct {
 					Name            string             `yaml:"name"`
 					Image           string             `yaml:"image"`
 					SecurityContext k8sSecurityContext `yaml:"securityContext"`
-					Env             []struct {
+					Ports           []struct {
+						Name string `yaml:"name"`
+					} `yaml:"ports"`
+					Env []struct {
 						Name      string `yaml:"name"`
 						ValueFrom *struct {
 							SecretKeyRef *k8sKeyRef `yaml:"secretKeyRef"`
@@ -79,9 +88,11 @@ type k8sSecurityContext struct {
 // port name: the providers' status callbacks (from the ingress
 // controller) and the probes and metrics (from the monitoring
 // namespace). The admin listener gets no rule (kubectl port-forward).
+// checkContainer checks that each listener flag has its port.
 const (
 	callbacksPort  = "callbacks"
 	metricsPort    = "metrics"
+	adminPort      = "admin"
 	monitoringNS   = "monitoring"
 	namespaceLabel = "kubernetes.io/metadata.name"
 )
@@ -109,12 +120,16 @@ func checkManifestSecurity(t testing.TB, file string) {
 	}
 	principals := map[string]string{}    // role → principal of its ACLs
 	saslSecrets := map[string][]string{} // Secret of the SASL user name → roles
-	var policies []k8sSecured
+	var policies, services []k8sSecured
 	podLabels := map[string]map[string]string{}
+	podPorts := map[string][]string{} // workload → its containers' port names
 	for _, o := range objs {
 		switch o.Kind {
 		case "NetworkPolicy":
 			policies = append(policies, o)
+			continue
+		case "Service":
+			services = append(services, o)
 			continue
 		case "StatefulSet", "Deployment", "DaemonSet", "Job", "CronJob":
 		default:
@@ -129,6 +144,9 @@ func checkManifestSecurity(t testing.TB, file string) {
 			t.Errorf("%s: runAsNonRoot is not true", name)
 		}
 		for _, c := range pod.Containers {
+			for _, p := range c.Ports {
+				podPorts[name] = append(podPorts[name], p.Name)
+			}
 			sc := c.SecurityContext
 			if !slices.Contains(sc.Capabilities.Drop, "ALL") {
 				t.Errorf("%s/%s: capabilities.drop %v; want [ALL]", name, c.Name, sc.Capabilities.Drop)
@@ -162,7 +180,8 @@ func checkManifestSecurity(t testing.TB, file string) {
 			t.Errorf("%v take their SASL user from one Secret, %s: want a principal per role", roles, secret)
 		}
 	}
-	checkNetworkPolicies(t, policies, podLabels)
+	checkNetworkPolicies(t, policies, podLabels, podPorts)
+	checkServicePorts(t, services, podLabels, podPorts)
 
 	// The ACLs listed in the header, against the topology's.
 	got := map[string][]topology.ACL{}
@@ -190,8 +209,10 @@ func checkManifestSecurity(t testing.TB, file string) {
 
 // checkNetworkPolicies checks that a NetworkPolicy selects every
 // workload's pods, and that every rule lets in only the status callbacks
-// or, from the monitoring namespace, the metrics, by port name.
-func checkNetworkPolicies(t testing.TB, policies []k8sSecured, podLabels map[string]map[string]string) {
+// or, from the monitoring namespace, the metrics, by port name, a name
+// that a container of the pods it selects has (a name no container has
+// lets nothing in, silently).
+func checkNetworkPolicies(t testing.TB, policies []k8sSecured, podLabels map[string]map[string]string, podPorts map[string][]string) {
 	t.Helper()
 	for name, labels := range podLabels {
 		covered := false
@@ -214,6 +235,9 @@ func checkNetworkPolicies(t testing.TB, policies []k8sSecured, podLabels map[str
 			}
 			for _, port := range r.Ports {
 				name, ok := port.Port.(string)
+				if ok && !portNamed(p.Spec.PodSelector.MatchLabels, name, podLabels, podPorts) {
+					t.Errorf("%s: port %q is no container port of the pods it selects", where, name)
+				}
 				switch {
 				case !ok:
 					t.Errorf("%s: port %v by number; want a container port's name by purpose (%s, %s)", where, port.Port, callbacksPort, metricsPort)
@@ -239,6 +263,39 @@ func checkNetworkPolicies(t testing.TB, policies []k8sSecured, podLabels map[str
 	if !callbacks {
 		t.Errorf("no NetworkPolicy lets the ingress controller reach the %s port", callbacksPort)
 	}
+}
+
+// checkServicePorts checks that every Service's targetPort is a port that
+// a container of the pods it selects has.
+func checkServicePorts(t testing.TB, services []k8sSecured, podLabels map[string]map[string]string, podPorts map[string][]string) {
+	t.Helper()
+	for _, s := range services {
+		for _, p := range s.Spec.Ports {
+			name, ok := p.TargetPort.(string)
+			if !ok {
+				t.Errorf("Service %s, port %s: targetPort %v by number; want a container port's name", s.Metadata.Name, p.Name, p.TargetPort)
+				continue
+			}
+			selector := map[string]string{}
+			for k, v := range s.Spec.Selector {
+				selector[k] = fmt.Sprint(v)
+			}
+			if !portNamed(selector, name, podLabels, podPorts) {
+				t.Errorf("Service %s, port %s: targetPort %q is no container port of the pods it selects", s.Metadata.Name, p.Name, name)
+			}
+		}
+	}
+}
+
+// portNamed reports whether a workload whose pods selector selects has a
+// container port of that name.
+func portNamed(selector map[string]string, name string, podLabels map[string]map[string]string, podPorts map[string][]string) bool {
+	for w, labels := range podLabels {
+		if selects(k8sSelector{MatchLabels: selector}, labels) && slices.Contains(podPorts[w], name) {
+			return true
+		}
+	}
+	return false
 }
 
 func selects(s k8sSelector, labels map[string]string) bool {

@@ -305,26 +305,44 @@ func checkContainer(t testing.TB, podName string, c k8sContainer, pod k8sPodSpec
 	if sec.SASL.Mechanism == "" || !strings.HasPrefix(sec.SASL.User, "from-secret-") || !strings.HasPrefix(sec.SASL.Password, "from-secret-") {
 		t.Errorf("%s: SASL %+v; want a mechanism with the credentials from a Secret", podName, sec.SASL)
 	}
-	_, httpPort, err := net.SplitHostPort(cfg.HTTP)
-	if err != nil {
-		t.Errorf("%s: --http %q: %v; want the web server on", podName, cfg.HTTP, err)
-	}
-	ports := map[string]string{}
+	// Each listener flag has a container port named for its purpose, the
+	// name the NetworkPolicy and the probes use.
+	ports := map[string]string{} // port name → number
 	for _, p := range c.Ports {
 		ports[p.Name] = strconv.Itoa(p.ContainerPort)
-		ports[strconv.Itoa(p.ContainerPort)] = strconv.Itoa(p.ContainerPort)
 	}
-	if ports[httpPort] != httpPort {
-		t.Errorf("%s: the web server's port %s is not a container port (%v)", podName, httpPort, c.Ports)
+	for _, l := range []struct{ flag, addr, port string }{
+		{"http", cfg.HTTP, metricsPort},
+		{"admin-http", cfg.AdminHTTP, adminPort},
+		{"callback-http", cfg.CallbackHTTP, callbacksPort},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		_, num, err := net.SplitHostPort(l.addr)
+		if err != nil {
+			t.Errorf("%s: --%s %q: %v", podName, l.flag, l.addr, err)
+			continue
+		}
+		if ports[l.port] != num {
+			t.Errorf("%s: --%s listens on port %s, but the container port named %q is %q (%v): the NetworkPolicy and the probes name the port by purpose", podName, l.flag, num, l.port, ports[l.port], c.Ports)
+		}
+	}
+	if cfg.HTTP == "" {
+		t.Errorf("%s: no --http: the probes have no listener", podName)
 	}
 	if cfg.AdminHTTP != "" {
-		if _, adminPort, _ := net.SplitHostPort(cfg.AdminHTTP); ports[adminPort] != adminPort {
-			t.Errorf("%s: the admin listener's port %s is not a container port (%v)", podName, adminPort, c.Ports)
+		if cfg.AdminHTTP == cfg.HTTP {
+			t.Errorf("%s: the admin listener shares --http's %s, which the NetworkPolicy opens to the monitoring namespace; give it --admin-http", podName, cfg.HTTP)
 		}
 		if cfg.AdminToken == "" {
 			t.Errorf("%s: an admin listener without the admin token", podName)
 		}
 	}
+	if (cfg.TwilioCallback != nil || cfg.WebhookCallback != nil) != (cfg.CallbackHTTP != "") {
+		t.Errorf("%s: --callback-http %q, but status callbacks expected: %v (--public-url)", podName, cfg.CallbackHTTP, cfg.TwilioCallback != nil || cfg.WebhookCallback != nil)
+	}
+	_, httpPort, _ := net.SplitHostPort(cfg.HTTP)
 	for _, p := range []struct {
 		kind  string
 		probe *k8sProbe
@@ -337,8 +355,8 @@ func checkContainer(t testing.TB, podName string, c k8sContainer, pod k8sPodSpec
 		if got := p.probe.HTTPGet.Path; got != p.path {
 			t.Errorf("%s: %s probe asks %s, want %s", podName, p.kind, got, p.path)
 		}
-		if port := fmt.Sprint(p.probe.HTTPGet.Port); ports[port] != httpPort {
-			t.Errorf("%s: %s probe on port %s, want the web server's port %s", podName, p.kind, port, httpPort)
+		if port := fmt.Sprint(p.probe.HTTPGet.Port); port != metricsPort || ports[port] != httpPort {
+			t.Errorf("%s: %s probe on port %s, want the port named %s (--http's %s)", podName, p.kind, port, metricsPort, httpPort)
 		}
 	}
 	return &cfg, role
@@ -353,7 +371,8 @@ func sensitive(name string) bool {
 
 // The manifest test fails on what it must catch: a secret in an argument,
 // a shared data directory, a missing instance id, a probe on the wrong
-// path, a flag the binary does not know; an image by tag, a pod with
+// path, a flag the binary does not know; a listener without its named
+// port, a Service's target port no container has; an image by tag, a pod with
 // capabilities or an API token, a port let in that should not be, one
 // Kafka principal for both roles, an ACL missing.
 func TestDeployManifestCatchesMistakes(t *testing.T) {
@@ -380,6 +399,12 @@ func TestDeployManifestCatchesMistakes(t *testing.T) {
 		{"no seccomp", "type: RuntimeDefault", "type: Unconfined"},
 		{"admin port opened", "- port: " + callbacksPort, "- port: admin"},
 		{"metrics from anywhere", namespaceLabel + ": " + monitoringNS, namespaceLabel + ": default"},
+		// the listeners' named ports
+		{"probes' port renamed", "            - name: metrics\n              containerPort: 9095\n", "            - name: http\n              containerPort: 9095\n"},
+		{"callbacks port missing", "            - name: callbacks\n              containerPort: 9097\n", ""},
+		{"callbacks port wrong", "--callback-http=0.0.0.0:9097", "--callback-http=0.0.0.0:9098"},
+		{"admin on the metrics port", "            - --admin-http=0.0.0.0:9096\n", ""},
+		{"service to no port", "targetPort: admin", "targetPort: admn"},
 		{"one principal", "name: ivrsched-kafka-dialer", "name: ivrsched-kafka-scheduler"},
 		{"an ACL missing", "Topic  ivr-calls", "Topic  ivr-callz"},
 	} {
