@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -118,6 +119,10 @@ func userHandler(get map[string]func(string) (any, error), parts int32, settle f
 				continue
 			}
 			v, err := g(id)
+			if errors.Is(err, errNotReady) {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 			if err != nil {
 				continue // not owned here
 			}

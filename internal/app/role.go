@@ -29,8 +29,10 @@ type role struct {
 	probe func(context.Context) error
 	// leave takes a failed processor's member out of its consumer group,
 	// so the rebuilt one need not wait for it to time out; nil: nothing.
-	leave     func(context.Context) error
-	cur       atomic.Pointer[goka.Processor]
+	leave func(context.Context) error
+	cur   atomic.Pointer[goka.Processor]
+	// parts is the partition count of the role's topics (get); 0: unknown.
+	parts     int32
 	ready     chan struct{} // closed when the first processor is ready
 	readyOnce sync.Once
 	// restarting is set from a processor's failure until its successor
@@ -76,6 +78,7 @@ func newRole(name, table string, log *slog.Logger, clk clock.Clock, newProcessor
 // a probe of the brokers, and the consumer group membership of its
 // processors, to take a failed one out of group.
 func (r *role) supervised(k topology.Kafka, group goka.Group) *role {
+	r.parts = int32(k.Partitions)
 	probe := k
 	probe.DialTimeout = time.Second
 	r.probe = func(ctx context.Context) error {
@@ -94,12 +97,38 @@ func (r *role) supervised(k topology.Kafka, group goka.Group) *role {
 // build builds a new processor for the role.
 func (r *role) build() (*goka.Processor, error) { return r.newProcessor(r.extra...) }
 
-// get looks a key up in the current processor's table (owned partitions).
-func (r *role) get(key string) (any, error) {
+// errNotReady: a table lookup that reached a partition whose table is not
+// yet restored (the admin API answers it 503).
+var errNotReady = errors.New("not ready: partitions recovering")
+
+// get looks a key up in the current processor's table (owned partitions),
+// for the admin API and Goka's query page; errNotReady before the
+// processor runs or while the key's partition restores. Goka's Get reads
+// the partition's store unguarded, nil until the store is open, so get
+// asks it only of a restored partition. A rebalance between that check
+// and the read can still hand Goka a new partition with no store: that
+// panic, Goka's, is also answered errNotReady.
+func (r *role) get(key string) (v any, err error) {
 	p := r.cur.Load()
-	if p == nil {
-		return nil, errors.New("not running")
+	if p == nil || p.StateReader().State() != goka.ProcStateRunning {
+		return nil, errNotReady
 	}
+	restored := func(part int32, ps *goka.PartitionProcStats) bool {
+		return ps.TableStats == nil || ps.TableStats.Status == goka.PartitionRunning
+	}
+	for part, ps := range p.Stats().Group {
+		// Without the partition count (a role built by hand), every owned
+		// partition must be restored.
+		if (r.parts == 0 || part == topology.Partition(key, r.parts)) && !restored(part, ps) {
+			return nil, errNotReady
+		}
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.log.Warn("table lookup during a rebalance", "panic", rec)
+			v, err = nil, errNotReady
+		}
+	}()
 	return p.Get(key)
 }
 
