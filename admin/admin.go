@@ -42,6 +42,14 @@ type UpcomingPage struct {
 	Upcoming   []Upcoming `json:"upcoming"`
 }
 
+// PhonesParam=PhonesFull asks /admin/user/<id> for the phone numbers in
+// full, which it gives only to a request with the admin token; without
+// it they are masked.
+const (
+	PhonesParam = "phones"
+	PhonesFull  = "full"
+)
+
 // User is the answer of /admin/user/<id>: the user's values in the tables
 // of the roles this instance runs, where it owns the user's partition
 // (protojson; absent when not owned or not there).

@@ -26,6 +26,9 @@ type Client struct {
 	HTTP   *http.Client // nil: 10 s timeout, dialing only Peers
 	// Token is the deployment's admin token, sent to every instance.
 	Token string
+	// ShowPhones asks the instances for users' phone numbers in full
+	// (which they give only with Token); else they are masked.
+	ShowPhones bool
 	// Peers are the networks the instances' announced URLs may be in; nil:
 	// DefaultPeers of the brokers.
 	Peers *Peers
@@ -217,7 +220,11 @@ func (c *Client) User(ctx context.Context, user string) (UserView, error) {
 			continue
 		}
 		var u User
-		if err := c.get(ctx, in.URL, []string{"admin", "user", url.PathEscape(user)}, nil, &u); err != nil {
+		var q url.Values
+		if c.ShowPhones {
+			q = url.Values{PhonesParam: {PhonesFull}}
+		}
+		if err := c.get(ctx, in.URL, []string{"admin", "user", url.PathEscape(user)}, q, &u); err != nil {
 			return v, err
 		}
 		*side.url = in.URL

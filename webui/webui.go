@@ -78,6 +78,9 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"mask": redact.Phone,
+	// A result's detail is provider text: results written before the
+	// providers masked it may quote the number.
+	"maskText": redact.Text,
 }).Parse(pageHTML))
 
 // Handler serves the page at /ui/ and its actions at /ui/run-now,

@@ -95,6 +95,7 @@ func cmdShow(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c.ShowPhones = *showPhone
 	v, err := c.User(ctx, *user)
 	if err != nil {
 		return tokenHint(err)

@@ -98,15 +98,18 @@ func mountAdmin(r *mux.Router, cfg Config, run *Running, roles []*role) {
 	if run.Scheduler != nil {
 		settle = run.Scheduler.Settled
 	}
-	r.PathPrefix("/admin/user/").HandlerFunc(userHandler(get, parts, settle, cfg.AdminToken == "")) // no request carries a token
+	r.PathPrefix("/admin/user/").HandlerFunc(userHandler(get, parts, settle, cfg.AdminToken != ""))
 }
 
 // userHandler answers /admin/user/<id> from the tables of the roles in get
 // (a table's Get: an error where this process does not own the user's
 // partition), the scheduler's value settled by settle, the phone numbers of
-// every value masked if mask.
-func userHandler(get map[string]func(string) (any, error), parts int32, settle func(*pb.UserState) *pb.UserState, mask bool) http.HandlerFunc {
+// every value masked unless the request asks for them (?phones=full, as
+// `show --show-phone` does) and carries the admin token (tokened: the
+// listener requires it of every request; else no request carries it).
+func userHandler(get map[string]func(string) (any, error), parts int32, settle func(*pb.UserState) *pb.UserState, tokened bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
+		mask := !tokened || req.URL.Query().Get(admin.PhonesParam) != admin.PhonesFull
 		id := strings.TrimPrefix(req.URL.Path, "/admin/user/")
 		if id == "" {
 			http.Error(w, "want /admin/user/<user id>", http.StatusBadRequest)
