@@ -82,6 +82,16 @@ func (s Security) Validate() error {
 	return nil
 }
 
+// Warnings are what the settings allow but an operator should fix: SASL
+// PLAIN without TLS (AllowPlainWithoutTLS), which sends the password in
+// clear. The caller logs them at start and lists them in /readyz.
+func (s Security) Warnings() []string {
+	if s.SASL.Mechanism == SASLPlain && s.TLS == nil && s.AllowPlainWithoutTLS {
+		return []string{"SASL PLAIN without TLS sends the Kafka password in clear to anyone on the path to the brokers (--insecure-sasl-plain): add --tls, or use SCRAM-SHA-512"}
+	}
+	return nil
+}
+
 // apply sets the TLS and SASL parts of a Sarama configuration.
 func (s Security) apply(c *sarama.Config) {
 	if s.TLS != nil {

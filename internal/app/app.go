@@ -104,7 +104,7 @@ type Config struct {
 	WebhookCallback *webhook.Callback
 	// Warnings are what the configuration allows but an operator should
 	// fix (a webhook without a secret): logged at start and listed in
-	// /readyz's answer.
+	// /readyz's answer, with Kafka.Security's (Security.Warnings).
 	Warnings []string
 
 	Clock  clock.Clock
@@ -188,6 +188,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		return err
 	}
 	log := cfg.logger()
+	cfg.Warnings = append(slices.Clip(cfg.Warnings), cfg.Kafka.Security.Warnings()...)
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
