@@ -143,8 +143,11 @@ func (k Kafka) Sarama() *sarama.Config {
 	// One produce request in flight per broker: under load the next batch
 	// grows while the previous one is acknowledged (fewer, larger requests
 	// for the broker), while an idle producer still sends after
-	// FlushFrequency. It also keeps a partition's records in order across
-	// retries.
+	// FlushFrequency. It does not keep a partition's records in order
+	// across a retry: Sarama writes its next request while one is
+	// unanswered, so a refused batch may be written after the next one.
+	// The producers ivrsched builds keep each key's writes in order
+	// themselves (ProducerBuilder, keyorder.go).
 	c.Net.MaxOpenRequests = 1
 	// Not idempotent: with Sarama 1.46.3's idempotent producer, records
 	// it reported written were missing from the topic after a partition
@@ -173,7 +176,7 @@ func (k Kafka) ProcessorOptions() []goka.ProcessorOption {
 func (k Kafka) EmitterOptions() []goka.EmitterOption {
 	return []goka.EmitterOption{
 		goka.WithEmitterHasher(Murmur2()),
-		goka.WithEmitterProducerBuilder(k.ProducerBuilder),
+		goka.WithEmitterProducerBuilder(k.EmitterProducerBuilder),
 		goka.WithEmitterTopicManagerBuilder(k.topicManagerBuilder),
 	}
 }
@@ -206,9 +209,31 @@ func (k Kafka) ViewOptions() []goka.ViewOption {
 // The builders give every client a config of its own: Goka's builders
 // modify the config they are given.
 
-// ProducerBuilder builds the producers of ivrsched's processors and emitters.
+// ProducerBuilder builds the producers of ivrsched's processors. They
+// write each key's records in the order they were emitted, also across
+// Sarama's retries: a write waits until its key's write before it is
+// acknowledged. Once a write fails, the later writes of its key fail too,
+// until the producer is closed: the processor fails and its input replays
+// with a new producer, so a topic never has a later value of a key after
+// an earlier one that failed (keyorder.go).
 func (k Kafka) ProducerBuilder(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
-	return goka.ProducerBuilderWithConfig(k.Sarama())(brokers, clientID, hasher)
+	p, err := goka.ProducerBuilderWithConfig(k.Sarama())(brokers, clientID, hasher)
+	if err != nil {
+		return nil, err
+	}
+	return newKeyOrder(p, true), nil
+}
+
+// EmitterProducerBuilder builds the producers of ivrsched's emitters: as
+// ProducerBuilder's, but a failed write fails only the writes of its key
+// emitted before its failure came back (held behind it); the key is
+// written again after that, for the emitter outlives the failure.
+func (k Kafka) EmitterProducerBuilder(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
+	p, err := goka.ProducerBuilderWithConfig(k.Sarama())(brokers, clientID, hasher)
+	if err != nil {
+		return nil, err
+	}
+	return newKeyOrder(p, false), nil
 }
 
 // ConsumerGroupBuilder builds the consumer groups of ivrsched's processors.

@@ -14,8 +14,10 @@ import (
 // the order they were emitted and acknowledged in that order, with
 // increasing offsets, while the broker takes every request. (Goka reads
 // successes and errors on two goroutines: between a success and an error
-// there is no order. Across a retriable refusal the order is not kept
-// either: see the package doc.)
+// there is no order. Across a retriable refusal Sarama does not keep the
+// order either: see the package doc.) Each record has a key of its own,
+// so that ivrsched's producer, which holds a write of a key until the
+// key's write before it is acknowledged, leaves the order to Sarama.
 func TestAcknowledgementsOfAPartitionComeInEmitOrder(t *testing.T) {
 	_, k := broker(t)
 	topics(t, k, "acks")
@@ -33,7 +35,7 @@ func TestAcknowledgementsOfAPartitionComeInEmitOrder(t *testing.T) {
 		all   = make(chan struct{})
 	)
 	for i := range n {
-		p.Emit("acks", "key", []byte(strconv.Itoa(i))).ThenWithMessage(func(m *sarama.ProducerMessage, err error) {
+		p.Emit("acks", "key-"+strconv.Itoa(i), []byte(strconv.Itoa(i))).ThenWithMessage(func(m *sarama.ProducerMessage, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			order = append(order, i)

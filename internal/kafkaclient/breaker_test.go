@@ -18,12 +18,13 @@ import (
 // a row whose topic's partitions it could not look up, it fails every emit
 // to that topic at once with breaker.ErrBreakerOpen, without asking the
 // brokers, for 10 s, even once they answer again (the reviving emitters of
-// internal/app build a new producer then).
+// internal/app build a new producer then). With the emitters' producer,
+// which writes a key again once its failed writes are answered.
 func TestProducerBreakerOpensAfterThreeFailedLookups(t *testing.T) {
 	c, k := broker(t)
 	// The topic is never created: its lookups fail.
 	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Topic: "gone", Err: kerr.UnknownTopicOrPartition, Count: -1})
-	p, err := k.ProducerBuilder(k.Brokers, k.ClientID, topology.Murmur2())
+	p, err := k.EmitterProducerBuilder(k.Brokers, k.ClientID, topology.Murmur2())
 	if err != nil {
 		t.Fatal(err)
 	}
