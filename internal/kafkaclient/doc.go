@@ -25,16 +25,28 @@
 //     successes and errors on two goroutines: between a success and an
 //     error there is no order.
 //   - Not so across a retriable refusal, although topology.Kafka.Sarama
-//     allows one request in flight per broker: when the broker refused a
-//     partition's first produce request once (NOT_LEADER_FOR_PARTITION),
-//     records emitted after the refused ones were written before them in
-//     about half of the runs under the race detector (none of 40 without
-//     it). Sarama's broker producer selects at random between sending its
-//     next batch and handling the previous batch's answer, so the next
-//     batch may go out before the refused one is queued for its retry.
-//     Two writes of one key (a value, then a Forget's tombstone) may so
-//     reach a changelog in the wrong order. Not pinned: it depends on
-//     timing.
+//     allows one request in flight per broker: Sarama's broker producer
+//     may hand on its next batch before it handles the previous answer
+//     (one select offers both), and its broker writes that request to the
+//     connection while the one before is unanswered. When the broker
+//     refuses the first once (NOT_LEADER_FOR_PARTITION) and takes the
+//     next, the refused records are written after the next ones, on their
+//     retry. So the rule ivrsched relies on is its own: the writes of one
+//     key reach their topic in the order they were emitted, for the
+//     producers topology.Kafka builds (topology/keyorder.go) send a write
+//     only once its key's write before it is acknowledged; a write that
+//     fails fails those held behind it, and in a processor's producer
+//     every later write of its key (the partition fails and replays), so a
+//     topic never has a later value of a key after a failed earlier one.
+//     Else a value written before a Forget's tombstone could land after
+//     it, and the erased user come back on restore.
+//     TestWritesOfAKeyStayInOrderAcrossARetriableRefusal holds the refused
+//     request until the next one comes (with Sarama's producer alone it
+//     fails every run); TestWritesOfAKeyBehindAFailedOneFail. Rejected:
+//     Sarama's idempotent producer keeps the order but lost acknowledged
+//     records (docs/design.md); Retry.Max = 0 fails the partition at every
+//     leader move, and the next request is written before the failed one
+//     is replayed.
 //   - Sarama's producer keeps a circuit breaker per topic (and per
 //     partition) for its lookups: three failures in a row open it, and an
 //     open breaker refuses every record at once for 10 s, even once the
@@ -66,9 +78,9 @@
 // before it joins again after a session ended (topology/rejoin.go).
 //
 // The code that depends on these lives elsewhere for now and should move
-// here: topology/heldcommits*.go, topology/rejoin.go, topology/security.go
-// and the Sarama configuration of topology/kafka.go (topology keeps the
-// names, specs, partitioner and topic creation), internal/app/early_claims.go,
-// internal/app/reviving_emitter.go and the consumer group part of
-// internal/app/membership.go.
+// here: topology/heldcommits*.go, topology/keyorder.go, topology/rejoin.go,
+// topology/security.go and the Sarama configuration of topology/kafka.go
+// (topology keeps the names, specs, partitioner and topic creation),
+// internal/app/early_claims.go, internal/app/reviving_emitter.go and the
+// consumer group part of internal/app/membership.go.
 package kafkaclient
