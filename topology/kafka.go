@@ -172,11 +172,12 @@ func (k Kafka) ProcessorOptions() []goka.ProcessorOption {
 	}
 }
 
-// EmitterOptions wires a Goka emitter to this cluster.
+// EmitterOptions wires Goka emitters to this cluster. The emitters built
+// with one call's options keep each key's order together (EmitterProducers).
 func (k Kafka) EmitterOptions() []goka.EmitterOption {
 	return []goka.EmitterOption{
 		goka.WithEmitterHasher(Murmur2()),
-		goka.WithEmitterProducerBuilder(k.EmitterProducerBuilder),
+		goka.WithEmitterProducerBuilder(k.EmitterProducers()),
 		goka.WithEmitterTopicManagerBuilder(k.topicManagerBuilder),
 	}
 }
@@ -221,19 +222,24 @@ func (k Kafka) ProducerBuilder(brokers []string, clientID string, hasher func() 
 	if err != nil {
 		return nil, err
 	}
-	return newKeyOrder(p, true), nil
+	return newKeyOrder(p, newKeyOrders(true)), nil
 }
 
-// EmitterProducerBuilder builds the producers of ivrsched's emitters: as
-// ProducerBuilder's, but a failed write fails only the writes of its key
-// emitted before its failure came back (held behind it); the key is
-// written again after that, for the emitter outlives the failure.
-func (k Kafka) EmitterProducerBuilder(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
-	p, err := goka.ProducerBuilderWithConfig(k.Sarama())(brokers, clientID, hasher)
-	if err != nil {
-		return nil, err
+// EmitterProducers returns a builder of producers for ivrsched's emitters:
+// as ProducerBuilder's, but together they keep each key's order (a reviving
+// emitter's new producer writes a key once the old one's write of it is
+// acknowledged), and a failed write fails only the writes of its key held
+// behind it: the key is written again after that, for an emitter outlives
+// the failure, and its callers got the errors.
+func (k Kafka) EmitterProducers() goka.ProducerBuilder {
+	orders := newKeyOrders(false)
+	return func(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
+		p, err := goka.ProducerBuilderWithConfig(k.Sarama())(brokers, clientID, hasher)
+		if err != nil {
+			return nil, err
+		}
+		return newKeyOrder(p, orders), nil
 	}
-	return newKeyOrder(p, false), nil
 }
 
 // ConsumerGroupBuilder builds the consumer groups of ivrsched's processors.

@@ -32,8 +32,8 @@ const closeWait = 60 * time.Second
 // after the next batch of its partition (internal/kafkaclient's doc).
 //
 // A key with no write in flight, the steady state, costs one map lookup
-// and one insert under a short lock when emitted, and one lookup and one
-// delete when acknowledged; nothing of it is allocated. A write of a key
+// and one insert under a short lock when emitted, and one delete when
+// acknowledged; nothing of it is allocated. A write of a key
 // with one in flight is held (allocated) until that one's answer: on a
 // success it is sent (by a goroutine of its own: the answer comes on the
 // goroutine that reads Sarama's acknowledgements, which must not wait for
@@ -42,38 +42,57 @@ const closeWait = 60 * time.Second
 // that key fails as well until Close (a processor: its partition fails
 // and its input replays, in a producer built anew); else the key is
 // written again once none of its writes is held (an emitter: its caller
-// got the errors).
+// got the errors). Producers that share their keyOrders keep the order
+// together: a write to one waits for the key's write sent by another.
 //
 // It relies on Goka's producer answering a success with its message and a
 // failure with a *sarama.ProducerError that carries it: the key is read
 // from there, so nothing per write is kept or allocated.
 type keyOrder struct {
-	inner   goka.Producer
-	failKey bool
-	answer  func(*sarama.ProducerMessage, error) // k.answered, bound once
+	*keyOrders
+	inner  goka.Producer
+	answer func(*sarama.ProducerMessage, error) // k.answered, bound once
 
-	mu      sync.Mutex
-	keys    map[writeKey]keyState // keys with a write in flight (or failed, failKey)
-	ready   []*heldWrite          // released, for the sender
-	unsent  int                   // held or ready
+	// Guarded by keyOrders.mu:
+	ready   []*heldWrite // released, for the sender
+	unsent  int          // held or ready
 	closing bool
 	closed  bool
 	idle    chan struct{} // closed when unsent drops to 0 while closing
+
 	wake    chan struct{} // the sender has ready writes
 	stop    chan struct{}
 	stopped chan struct{}
 }
 
+// keyOrders is the order of keys that one or more keyOrder producers keep
+// together: the producers an emitter's builder makes (a reviving emitter
+// replaces its producer while the old one's writes may be in flight).
+type keyOrders struct {
+	failKey bool
+
+	mu     sync.Mutex
+	keys   map[writeKey]keyState // keys with a write in flight (or failed, failKey)
+	held   int                   // writes held, of all keys
+	gaveUp bool                  // a Close gave up on a write's answer
+}
+
+func newKeyOrders(failKey bool) *keyOrders {
+	return &keyOrders{failKey: failKey, keys: make(map[writeKey]keyState)}
+}
+
 type writeKey struct{ topic, key string }
 
-// keyState is a key with a write in flight: the writes held behind it, or
-// (failKey) the error that failed it.
+// keyState is a key with a write in flight, by the producer it was sent
+// to: the writes held behind it, or (failKey) the error that failed it.
 type keyState struct {
+	by   *keyOrder
 	held []*heldWrite
 	err  error
 }
 
 type heldWrite struct {
+	to      *keyOrder // the producer it was emitted to
 	key     writeKey
 	value   []byte
 	headers goka.Headers
@@ -81,15 +100,15 @@ type heldWrite struct {
 	finish  goka.PromiseFinisher
 }
 
-// newKeyOrder wraps inner, a producer of Goka's; failKey: see keyOrder.
-func newKeyOrder(inner goka.Producer, failKey bool) *keyOrder {
+// newKeyOrder wraps inner, a producer of Goka's, keeping the order of
+// keys with the other producers of orders.
+func newKeyOrder(inner goka.Producer, orders *keyOrders) *keyOrder {
 	k := &keyOrder{
-		inner:   inner,
-		failKey: failKey,
-		keys:    make(map[writeKey]keyState),
-		wake:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		keyOrders: orders,
+		inner:     inner,
+		wake:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		stopped:   make(chan struct{}),
 	}
 	k.answer = k.answered
 	go k.sendReleased()
@@ -112,7 +131,7 @@ func (k *keyOrder) EmitWithHeaders(topic, key string, value []byte, headers goka
 	}
 	st, busy := k.keys[wk]
 	if !busy {
-		k.keys[wk] = keyState{}
+		k.keys[wk] = keyState{by: k}
 		k.mu.Unlock()
 		return k.send(wk, value, headers)
 	}
@@ -120,10 +139,11 @@ func (k *keyOrder) EmitWithHeaders(topic, key string, value []byte, headers goka
 		k.mu.Unlock()
 		return failed(fmt.Errorf("write to %s: %w: %w", topic, ErrEarlierWriteFailed, st.err))
 	}
-	w := &heldWrite{key: wk, value: value, headers: headers}
+	w := &heldWrite{to: k, key: wk, value: value, headers: headers}
 	w.promise, w.finish = goka.NewPromiseWithFinisher()
 	st.held = append(st.held, w)
 	k.keys[wk] = st
+	k.held++
 	k.unsent++
 	k.mu.Unlock()
 	return w.promise
@@ -134,8 +154,8 @@ func (k *keyOrder) send(wk writeKey, value []byte, headers goka.Headers) *goka.P
 	return k.inner.EmitWithHeaders(wk.topic, wk.key, value, headers).ThenWithMessage(k.answer)
 }
 
-// answered takes the answer to the write of a key in flight and releases
-// or fails the write held next.
+// answered takes the answer to a write k sent for a key with none other
+// in flight, and releases or fails the write held next.
 func (k *keyOrder) answered(msg *sarama.ProducerMessage, err error) {
 	if msg == nil {
 		var pe *sarama.ProducerError
@@ -146,53 +166,88 @@ func (k *keyOrder) answered(msg *sarama.ProducerMessage, err error) {
 	}
 	key, _ := msg.Key.(sarama.StringEncoder)
 	wk := writeKey{msg.Topic, string(key)}
-
 	k.mu.Lock()
-	st := k.keys[wk]
+	if err == nil && k.held == 0 && !k.gaveUp { // the steady state: wk is k's, nothing behind it
+		delete(k.keys, wk)
+		k.mu.Unlock()
+		return
+	}
+	st, ok := k.keys[wk]
+	if !ok || st.by != k || st.err != nil {
+		k.mu.Unlock() // given up on at Close
+		return
+	}
 	if len(st.held) == 0 {
 		if err != nil && k.failKey {
-			k.keys[wk] = keyState{err: err}
+			k.keys[wk] = keyState{by: k, err: err}
 		} else {
 			delete(k.keys, wk)
 		}
 		k.mu.Unlock()
 		return
 	}
+	fails, woken := k.settle(wk, st, err)
+	k.mu.Unlock()
+	finishAll(fails)
+	if woken != nil {
+		select {
+		case woken.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// failure is a held write to fail with err.
+type failure struct {
+	w   *heldWrite
+	err error
+}
+
+func finishAll(fails []failure) {
+	for _, f := range fails {
+		f.w.finish(nil, f.err)
+	}
+}
+
+// settle ends the write of wk in flight (state st) with err, nil if it
+// was acknowledged: the write held next is released to the producer it
+// was emitted to (woken), or on err every held write fails. It returns
+// the writes to fail once o.mu, held here, is unlocked.
+func (o *keyOrders) settle(wk writeKey, st keyState, err error) (fails []failure, woken *keyOrder) {
 	if err != nil {
-		held := st.held
-		if k.failKey {
-			k.keys[wk] = keyState{err: err}
+		o.held -= len(st.held)
+		for _, w := range st.held {
+			w.to.sent(1)
+			fails = append(fails, failure{w, fmt.Errorf("write to %s: %w: %w", wk.topic, ErrEarlierWriteFailed, err)})
+		}
+		if o.failKey {
+			o.keys[wk] = keyState{by: st.by, err: err}
 		} else {
-			delete(k.keys, wk)
+			delete(o.keys, wk)
 		}
-		k.sent(len(held))
-		k.mu.Unlock()
-		for _, w := range held {
-			w.finish(nil, fmt.Errorf("write to %s: %w: %w", wk.topic, ErrEarlierWriteFailed, err))
-		}
-		return
+		return fails, nil
+	}
+	if len(st.held) == 0 {
+		delete(o.keys, wk)
+		return nil, nil
 	}
 	next := st.held[0]
+	o.held--
 	st.held[0] = nil
 	if st.held = st.held[1:]; len(st.held) == 0 {
 		st.held = nil
 	}
-	k.keys[wk] = st // next is in flight now
-	if k.closed {
-		k.sent(1)
-		k.mu.Unlock()
-		next.finish(nil, fmt.Errorf("write to %s: %w", wk.topic, ErrProducerClosed))
-		return
+	st.by = next.to
+	o.keys[wk] = st // next is in flight now
+	// A closed producer has no held writes (Close took them): defensive.
+	if next.to.closed {
+		return []failure{{next, fmt.Errorf("write to %s: %w", wk.topic, ErrProducerClosed)}}, nil
 	}
-	k.ready = append(k.ready, next)
-	k.mu.Unlock()
-	select {
-	case k.wake <- struct{}{}:
-	default:
-	}
+	next.to.ready = append(next.to.ready, next)
+	return nil, next.to
 }
 
-// sent counts n held writes as sent or failed; k.mu is held.
+// sent counts n of k's held writes as sent or failed; k.mu is held.
 func (k *keyOrder) sent(n int) {
 	k.unsent -= n
 	if k.unsent == 0 && k.idle != nil {
@@ -224,10 +279,12 @@ func (k *keyOrder) sendReleased() {
 	}
 }
 
-// Close waits (up to closeWait) until no write is held, fails those still
-// held then, and closes the producer it wraps; a second Close does nothing. Goka closes a producer once
-// every write's answer came (a processor's Cleanup, an emitter's Finish),
-// so none is held then.
+// Close waits (up to closeWait) until none of its writes is held, fails
+// those still held then, and closes the producer it wraps; a second Close
+// does nothing. Goka closes a producer once every write's answer came (a
+// processor's Cleanup, an emitter's Finish), so none is held then. A
+// write it sent whose answer never came (Goka's producer stops waiting
+// after 60 s) then counts as failed for the writes held behind it.
 func (k *keyOrder) Close() error {
 	k.mu.Lock()
 	if k.closing {
@@ -251,24 +308,54 @@ func (k *keyOrder) Close() error {
 	}
 	close(k.stop)
 	<-k.stopped
+
+	closed := func(w *heldWrite) failure {
+		return failure{w, fmt.Errorf("write to %s: %w", w.key.topic, ErrProducerClosed)}
+	}
 	k.mu.Lock()
 	k.closed = true
-	left := k.ready
+	var fails []failure
+	for _, w := range k.ready {
+		fails = append(fails, closed(w))
+	}
 	k.ready = nil
 	for wk, st := range k.keys {
-		if len(st.held) > 0 {
-			left = append(left, st.held...)
-			st.held = nil
+		if len(st.held) == 0 {
+			continue
+		}
+		kept := make([]*heldWrite, 0, len(st.held))
+		for _, w := range st.held {
+			if w.to == k {
+				fails = append(fails, closed(w))
+			} else {
+				kept = append(kept, w)
+			}
+		}
+		if len(kept) < len(st.held) {
+			k.held -= len(st.held) - len(kept)
+			st.held = kept
 			k.keys[wk] = st
 		}
 	}
 	k.unsent = 0
 	k.idle = nil
 	k.mu.Unlock()
-	for _, w := range left {
-		w.finish(nil, fmt.Errorf("write to %s: %w", w.key.topic, ErrProducerClosed))
+	finishAll(fails)
+
+	err := k.inner.Close()
+
+	k.mu.Lock()
+	fails = nil
+	for wk, st := range k.keys {
+		if st.by == k && st.err == nil {
+			k.gaveUp = true
+			f, _ := k.settle(wk, st, fmt.Errorf("no answer before close: %w", ErrProducerClosed))
+			fails = append(fails, f...)
+		}
 	}
-	return k.inner.Close()
+	k.mu.Unlock()
+	finishAll(fails)
+	return err
 }
 
 // failed is a promise failed with err.

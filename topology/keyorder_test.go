@@ -84,7 +84,7 @@ func pending(t *testing.T, ch <-chan error, what string) {
 // other keys do not wait.
 func TestKeyOrderHoldsAWriteUntilTheKeysEarlierOneIsAcknowledged(t *testing.T) {
 	inner := &fakeProducer{sent: make(chan *fakeWrite, 8)}
-	p := newKeyOrder(inner, true)
+	p := newKeyOrder(inner, newKeyOrders(true))
 	defer p.Close()
 	a := answer(p.Emit("t", "u1", []byte("a")))
 	first := <-inner.sent
@@ -142,7 +142,7 @@ func TestKeyOrderFailsTheWritesHeldBehindAFailedOne(t *testing.T) {
 	for _, failKey := range []bool{true, false} {
 		t.Run(fmt.Sprintf("failKey=%v", failKey), func(t *testing.T) {
 			inner := &fakeProducer{sent: make(chan *fakeWrite, 8)}
-			p := newKeyOrder(inner, failKey)
+			p := newKeyOrder(inner, newKeyOrders(failKey))
 			defer p.Close()
 			a := answer(p.Emit("t", "u1", []byte("a")))
 			first := <-inner.sent
@@ -184,7 +184,7 @@ func TestKeyOrderFailsTheWritesHeldBehindAFailedOne(t *testing.T) {
 // the producer it wraps; a write emitted after Close fails.
 func TestKeyOrderCloseWaitsForHeldWrites(t *testing.T) {
 	inner := &fakeProducer{sent: make(chan *fakeWrite, 8)}
-	p := newKeyOrder(inner, true)
+	p := newKeyOrder(inner, newKeyOrders(true))
 	a := answer(p.Emit("t", "u1", []byte("a")))
 	first := <-inner.sent
 	b := answer(p.Emit("t", "u1", []byte("b")))
@@ -239,7 +239,7 @@ func BenchmarkKeyOrderWrite(b *testing.B) {
 		wrap func(goka.Producer) goka.Producer
 	}{
 		{"producer", func(p goka.Producer) goka.Producer { return p }},
-		{"keyorder", func(p goka.Producer) goka.Producer { return newKeyOrder(p, true) }},
+		{"keyorder", func(p goka.Producer) goka.Producer { return newKeyOrder(p, newKeyOrders(true)) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			inner := &nopProducer{}
@@ -257,3 +257,53 @@ func BenchmarkKeyOrderWrite(b *testing.B) {
 
 // goOn stands for Goka's callback on every write's promise.
 func goOn(*sarama.ProducerMessage, error) {}
+
+// Producers that share their key order (an emitter's, replaced by a
+// reviving emitter) keep it together: a write of a key to the new one
+// waits for the old one's write of it. When the old one closes without
+// the answer to a write, the writes held behind it fail, and the key is
+// free again.
+func TestKeyOrderSpansTheProducersThatShareIt(t *testing.T) {
+	orders := newKeyOrders(false)
+	oldInner, newInner := &fakeProducer{sent: make(chan *fakeWrite, 8)}, &fakeProducer{sent: make(chan *fakeWrite, 8)}
+	old, revived := newKeyOrder(oldInner, orders), newKeyOrder(newInner, orders)
+	defer revived.Close()
+	a := answer(old.Emit("loop", "u1", []byte("a")))
+	first := <-oldInner.sent
+	b := answer(revived.Emit("loop", "u1", []byte("b")))
+	other := answer(revived.Emit("loop", "u2", []byte("x")))
+	(<-newInner.sent).ack()
+	if err := <-other; err != nil {
+		t.Fatal(err)
+	}
+	pending(t, b, "the new producer's write of u1")
+	first.ack()
+	if err := <-a; err != nil {
+		t.Fatal(err)
+	}
+	second := <-newInner.sent
+	if second.String() != "loop/u1=b" {
+		t.Fatalf("the new producer sent %v, want loop/u1=b", second)
+	}
+	second.ack()
+	if err := <-b; err != nil {
+		t.Fatal(err)
+	}
+
+	// The old producer's write is never answered: its Close gives up on it.
+	c := answer(old.Emit("loop", "u1", []byte("c")))
+	<-oldInner.sent
+	d := answer(revived.Emit("loop", "u1", []byte("d")))
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pending(t, c, "the unanswered write")
+	if err := <-d; !errors.Is(err, ErrEarlierWriteFailed) || !errors.Is(err, ErrProducerClosed) {
+		t.Fatalf("a write held behind one never answered: %v, want ErrEarlierWriteFailed and ErrProducerClosed", err)
+	}
+	e := answer(revived.Emit("loop", "u1", []byte("e")))
+	(<-newInner.sent).ack()
+	if err := <-e; err != nil {
+		t.Fatalf("a write of the key after that: %v", err)
+	}
+}

@@ -24,7 +24,7 @@ func TestProducerBreakerOpensAfterThreeFailedLookups(t *testing.T) {
 	c, k := broker(t)
 	// The topic is never created: its lookups fail.
 	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Topic: "gone", Err: kerr.UnknownTopicOrPartition, Count: -1})
-	p, err := k.EmitterProducerBuilder(k.Brokers, k.ClientID, topology.Murmur2())
+	p, err := k.EmitterProducers()(k.Brokers, k.ClientID, topology.Murmur2())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,10 +39,15 @@
 //     every later write of its key (the partition fails and replays), so a
 //     topic never has a later value of a key after a failed earlier one.
 //     Else a value written before a Forget's tombstone could land after
-//     it, and the erased user come back on restore.
+//     it, and the erased user come back on restore. The emitters built
+//     with one topology.Kafka.EmitterOptions keep the order together, so
+//     a reviving emitter's new producer (internal/app/reviving_emitter.go)
+//     waits for the old one's write of a key; an emitter writes a key
+//     again once its failed writes are answered.
 //     TestWritesOfAKeyStayInOrderAcrossARetriableRefusal holds the refused
 //     request until the next one comes (with Sarama's producer alone it
-//     fails every run); TestWritesOfAKeyBehindAFailedOneFail. Rejected:
+//     fails every run); TestWritesOfAKeyBehindAFailedOneFail;
+//     TestEmittersOfOneOptionsKeepAKeysOrderBetweenThem. Rejected:
 //     Sarama's idempotent producer keeps the order but lost acknowledged
 //     records (docs/design.md); Retry.Max = 0 fails the partition at every
 //     leader move, and the next request is written before the failed one

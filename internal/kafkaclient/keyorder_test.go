@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/codec"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -43,12 +44,7 @@ func TestWritesOfAKeyStayInOrderAcrossARetriableRefusal(t *testing.T) {
 	k := topology.Kafka{Brokers: c.ListenAddrs(), ClientID: "order", Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond}
 	topics(t, k, topic)
 
-	held := refuseFirstProduce(c, topic, kerr.NotLeaderForPartition, func(next <-chan struct{}) {
-		select {
-		case <-next:
-		case <-time.After(holdFor):
-		}
-	})
+	held := refuseFirstProduce(c, topic, kerr.NotLeaderForPartition, untilNextOr(holdFor))
 	_, value, tombstone := valueThenTombstone(t, k, topic, held)
 	if err := within(t, value, "the value's acknowledgement"); err != nil {
 		t.Fatalf("value: %v", err)
@@ -124,6 +120,17 @@ func refuseFirstProduce(c *kfake.Cluster, topic string, err *kerr.Error, wake fu
 	return h
 }
 
+// untilNextOr is a wake for refuseFirstProduce: the next request, or d
+// without it.
+func untilNextOr(d time.Duration) func(next <-chan struct{}) {
+	return func(next <-chan struct{}) {
+		select {
+		case <-next:
+		case <-time.After(d):
+		}
+	}
+}
+
 // valueThenTombstone emits a value of user-1 to topic through the producer
 // Goka gets, and once the broker holds its request, the user's tombstone;
 // it returns the producer (closed when t ends) and both answers.
@@ -183,4 +190,48 @@ func readPartition(t *testing.T, k topology.Kafka, topic string) []*sarama.Consu
 		out = append(out, within(t, pc.Messages(), "a record of "+topic))
 	}
 	return out
+}
+
+// The emitters built from one EmitterOptions keep each key's order between
+// them: a reviving emitter (internal/app) that replaced its producer after
+// a refusal writes a key only once the old producer's write of that key is
+// acknowledged. Here the old emitter's value is held and refused once (its
+// retry comes later) while the new emitter writes the user's tombstone.
+func TestEmittersOfOneOptionsKeepAKeysOrderBetweenThem(t *testing.T) {
+	const (
+		topic   = "users-loop"
+		holdFor = 300 * time.Millisecond
+	)
+	c, k := broker(t)
+	topics(t, k, topic)
+	held := refuseFirstProduce(c, topic, kerr.NotLeaderForPartition, untilNextOr(holdFor))
+	opts := k.EmitterOptions()
+	emitter := func() *goka.Emitter {
+		em, err := goka.NewEmitter(k.Brokers, topic, new(codec.Bytes), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { em.Finish() })
+		return em
+	}
+	old, revived := emitter(), emitter()
+	prom, err := old.Emit("user-1", []byte("scheduled"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := errs(prom)
+	within(t, held, "the value's produce request")
+	if prom, err = revived.Emit("user-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := within(t, value, "the value's acknowledgement"); err != nil {
+		t.Fatalf("value: %v", err)
+	}
+	if err := within(t, errs(prom), "the tombstone's acknowledgement"); err != nil {
+		t.Fatalf("tombstone: %v", err)
+	}
+	got := readPartition(t, k, topic)
+	if last := got[len(got)-1]; len(got) < 2 || last.Value != nil {
+		t.Fatalf("the last of %d records of user-1 is %q, not the tombstone the second emitter wrote after the first's value", len(got), last.Value)
+	}
 }
