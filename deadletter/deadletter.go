@@ -18,6 +18,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/redact"
 )
 
 // Header names added to every dead letter.
@@ -63,7 +64,9 @@ func Value(msg any) []byte {
 }
 
 // Send writes the record being processed to the dead-letter topic. value is
-// the record's value (Value).
+// the record's value (Value). The detail is masked (redact.Text) in the
+// dead letter and its log line: a reason may quote a phone number, which
+// only the record's own value keeps, for a replay.
 func (w *Writer) Send(ctx goka.Context, reason Reason, detail string, value []byte) {
 	w.SendKey(ctx, ctx.Key(), reason, detail, value)
 }
@@ -74,6 +77,7 @@ func (w *Writer) Send(ctx goka.Context, reason Reason, detail string, value []by
 // not read.
 func (w *Writer) SendKey(ctx goka.Context, key string, reason Reason, detail string, value []byte) {
 	now := w.Clock.Now()
+	detail = redact.Text(detail)
 	src := fmt.Sprintf("%s/%d/%d", ctx.Topic(), ctx.Partition(), ctx.Offset())
 	dl := &pb.DeadLetter{
 		Reason:          string(reason),

@@ -8,9 +8,11 @@ import (
 	"strings"
 )
 
-// digits finds phone-like runs: a + followed by digits, spaces, dashes, dots
-// or parentheses, or 7 digits or more in a row (dates and times stay).
-var digits = regexp.MustCompile(`\+\d[\d ().-]{4,}\d|\d{7,}`)
+// digits finds phone-like runs: a + followed by 4 digits or more (a number
+// too short to be valid is still someone's typing; a country code such as
+// +44 stays), a + followed by digits, spaces, dashes, dots or parentheses,
+// or 7 digits or more in a row (dates and times stay).
+var digits = regexp.MustCompile(`\+\d{4,}|\+\d[\d ().-]{4,}\d|\d{7,}`)
 
 // Phone masks a phone number: every digit but the last two becomes '•'; a
 // leading + stays. "" stays "".

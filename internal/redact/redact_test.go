@@ -13,6 +13,8 @@ func TestPhoneAndText(t *testing.T) {
 		`"+4930901820" is not a valid number`:  `"+••••••••20" is not a valid number`,
 		"phone 12345 is too short (5 digits)":  "phone 12345 is too short (5 digits)",
 		"call +1 (415) 555-0123 at 2026-12-01": "call +• (•••) •••-••23 at 2026-12-01",
+		`phone "+15553": too short for country code +1`: `phone "+•••53": too short for country code +1`,
+		"country code +999 is not assigned":             "country code +999 is not assigned",
 	}
 	for in, want := range cases {
 		got := Text(in)
