@@ -37,7 +37,7 @@ func (s *securityFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.tlsCert, "tls-cert", "", "PEM file of this client's certificate, for brokers that require mutual TLS (with --tls-key)")
 	fs.StringVar(&s.tlsKey, "tls-key", "", "PEM file of the private key of --tls-cert")
 	fs.StringVar(&s.saslMechanism, "sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the user name and password come from $"+envSASLUsername+" and $"+envSASLPassword+", or from --sasl-credentials")
-	fs.BoolVar(&s.insecurePlain, "insecure-sasl-plain", false, "accept --sasl-mechanism PLAIN without TLS, which sends the password in clear to anyone on the path to the brokers (refused otherwise)")
+	fs.BoolVar(&s.insecurePlain, "insecure-sasl-plain", false, "accept --sasl-mechanism PLAIN without TLS, which sends the password in clear to anyone on the path to the brokers (refused otherwise); run, scheduler and dialer then have it warned at start and in /readyz's warnings")
 	fs.StringVar(&s.saslCredentials, "sasl-credentials", "", "file with the SASL user name and password as two lines, username=NAME and password=SECRET (instead of the environment)")
 }
 

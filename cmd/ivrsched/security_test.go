@@ -219,3 +219,17 @@ func parseKafkaFlags(t *testing.T, args ...string) topology.Kafka {
 	}
 	return cfg
 }
+
+// --insecure-sasl-plain's help says where the accepted risk shows: a warning
+// at start and in /readyz's warnings.
+func TestInsecurePlainHelpSaysItIsWarned(t *testing.T) {
+	var s securityFlags
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	s.register(fs)
+	usage := fs.Lookup("insecure-sasl-plain").Usage
+	for _, want := range []string{"warned at start", "/readyz"} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("help %q does not say %q", usage, want)
+		}
+	}
+}
