@@ -1,7 +1,6 @@
 package systemtest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -347,53 +347,9 @@ func produceRaw(t *testing.T, brokers, topic string, recs []rawRecord) {
 func consumeAll(t *testing.T, brokers, topic string, want int, within time.Duration) []*sarama.ConsumerMessage {
 	t.Helper()
 	var out []*sarama.ConsumerMessage
-	consume(t, brokers, topic, within, func(m *sarama.ConsumerMessage) bool {
+	kafkatest.Consume(t, brokers, topic, saramaConfig(), within, func(m *sarama.ConsumerMessage) bool {
 		out = append(out, m)
 		return len(out) >= want
 	})
 	return out
-}
-
-// consume reads a topic from the start, handing each record to done, until
-// done says it is done; it fails the test after within.
-func consume(t *testing.T, brokers, topic string, within time.Duration, done func(*sarama.ConsumerMessage) bool) {
-	t.Helper()
-	c, err := sarama.NewConsumer(strings.Split(brokers, ","), saramaConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	parts, err := c.Partitions(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	all := make(chan *sarama.ConsumerMessage)
-	for _, p := range parts {
-		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pc.Close()
-		go func() {
-			for m := range pc.Messages() {
-				select {
-				case all <- m:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	for n := 0; ; n++ {
-		select {
-		case m := <-all:
-			if done(m) {
-				return
-			}
-		case <-ctx.Done():
-			t.Fatalf("%s: %d records within %v, not all that were expected", topic, n, within)
-		}
-	}
 }

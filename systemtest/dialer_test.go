@@ -18,6 +18,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/providers/twilio/twiliotest"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -276,7 +277,7 @@ func finals(seen map[string][]*pb.CallResult) map[string][]*pb.CallResult {
 func consumeUntil(t *testing.T, brokers, topic string, within time.Duration, done func(map[string][]*pb.CallResult) bool) map[string][]*pb.CallResult {
 	t.Helper()
 	seen := map[string][]*pb.CallResult{}
-	consume(t, brokers, topic, within, func(m *sarama.ConsumerMessage) bool {
+	kafkatest.Consume(t, brokers, topic, saramaConfig(), within, func(m *sarama.ConsumerMessage) bool {
 		r := &pb.CallResult{}
 		if err := proto.Unmarshal(m.Value, r); err != nil {
 			t.Fatalf("result at %d/%d: %v", m.Partition, m.Offset, err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -112,7 +113,7 @@ func TestRetryAfterNoAnswer(t *testing.T) {
 	// to the end of the topic once every final outcome is there.
 	events := string(topology.NewTopics(pfx).Events)
 	answered := 0
-	consume(t, brokers, events, 60*time.Second, func(m *sarama.ConsumerMessage) bool {
+	kafkatest.Consume(t, brokers, events, saramaConfig(), 60*time.Second, func(m *sarama.ConsumerMessage) bool {
 		var e pb.ScheduleEvent
 		if proto.Unmarshal(m.Value, &e) == nil && e.GetKind() == pb.ScheduleEvent_KIND_ANSWERED {
 			answered++

@@ -22,6 +22,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/providers/twilio/twiliotest"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -118,12 +119,12 @@ func TestHeldOutSecurityProbe(t *testing.T) {
 		// Dead letters: both oversized commands and the premium number.
 		var bigReasons []string
 		premiumReason := ""
-		awaitRecords(t, r.broker, string(topics.SchedulerDLQ), 30*time.Second, func(key, value []byte) bool {
+		kafkatest.Consume(t, r.broker, string(topics.SchedulerDLQ), nil, 30*time.Second, func(m *sarama.ConsumerMessage) bool {
 			var dl pb.DeadLetter
-			if proto.Unmarshal(value, &dl) != nil {
+			if proto.Unmarshal(m.Value, &dl) != nil {
 				return false
 			}
-			switch string(key) {
+			switch string(m.Key) {
 			case "big":
 				bigReasons = append(bigReasons, dl.GetReason())
 			case "premium":
@@ -143,9 +144,9 @@ func TestHeldOutSecurityProbe(t *testing.T) {
 			t.Fatalf("the other user's follow-up did not fire: %v", err)
 		}
 		var twimlResult *pb.CallResult
-		awaitRecords(t, r.broker, string(topics.Results), 30*time.Second, func(key, value []byte) bool {
+		kafkatest.Consume(t, r.broker, string(topics.Results), nil, 30*time.Second, func(m *sarama.ConsumerMessage) bool {
 			var res pb.CallResult
-			if string(key) == "twiml" && proto.Unmarshal(value, &res) == nil { // the placement's answer
+			if string(m.Key) == "twiml" && proto.Unmarshal(m.Value, &res) == nil { // the placement's answer
 				twimlResult = &res
 			}
 			return twimlResult != nil
@@ -235,47 +236,4 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	return n, err
-}
-
-// awaitRecords reads topic from its start until match returns true for a
-// record; it fails the test after within.
-func awaitRecords(t *testing.T, broker, topic string, within time.Duration, match func(key, value []byte) bool) {
-	t.Helper()
-	c, err := sarama.NewConsumer([]string{broker}, sarama.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	parts, err := c.Partitions(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, done := make(chan *sarama.ConsumerMessage), make(chan struct{})
-	defer close(done)
-	for _, p := range parts {
-		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			for m := range pc.Messages() {
-				select {
-				case msgs <- m:
-				case <-done:
-					return
-				}
-			}
-		}()
-	}
-	timeout := time.After(within)
-	for {
-		select {
-		case m := <-msgs:
-			if match(m.Key, m.Value) {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("%s: no matching record within %v", topic, within)
-		}
-	}
 }
