@@ -6,20 +6,8 @@ import (
 	"github.com/lovoo/goka/storage"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 )
-
-// heldRecovery is a store whose MarkRecovered waits for the test: entered
-// is closed when it is called, and it returns once release is closed.
-type heldRecovery struct {
-	storage.Storage
-	entered, release chan struct{}
-}
-
-func (h *heldRecovery) MarkRecovered() error {
-	close(h.entered)
-	<-h.release
-	return h.Storage.MarkRecovered()
-}
 
 // openInFlight opens partition part of the table, restored with one user
 // whose value lists a call in flight, without MarkRecovered.
@@ -45,15 +33,15 @@ func openInFlight(t *testing.T, build storage.Builder, part int32) storage.Stora
 // not placed here (the partition's next owner places them).
 func TestMarkRecoveredRacingCloseOwnsNothing(t *testing.T) {
 	f := newFixture(t, Config{MaxInFlight: 4, CPS: 8, Partitions: 4})
-	inner := &heldRecovery{Storage: storage.NewMemory(), entered: make(chan struct{}), release: make(chan struct{})}
+	inner := kafkatest.NewHeldRecovery(storage.NewMemory())
 	st := openInFlight(t, f.p.StorageBuilder(func(string, int32) (storage.Storage, error) { return inner, nil }), 0)
 	recovered := make(chan error, 1)
 	go func() { recovered <- st.MarkRecovered() }()
-	<-inner.entered
+	<-inner.Entered
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	close(inner.release)
+	close(inner.Release)
 	if err := <-recovered; err != nil {
 		t.Logf("MarkRecovered after Close: %v", err)
 	}

@@ -9,20 +9,8 @@ import (
 	"github.com/lovoo/goka/storage"
 
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/kafkatest"
 )
-
-// heldRecovery is a store whose MarkRecovered waits for the test: entered
-// is closed when it is called, and it returns once release is closed.
-type heldRecovery struct {
-	storage.Storage
-	entered, release chan struct{}
-}
-
-func (h *heldRecovery) MarkRecovered() error {
-	close(h.entered)
-	<-h.release
-	return h.Storage.MarkRecovered()
-}
 
 // wrap wraps inner as the punctuator's storage of partition part.
 func wrap(t *testing.T, p *Punctuator, part int32, inner storage.Storage) storage.Storage {
@@ -46,15 +34,15 @@ func wrap(t *testing.T, p *Punctuator, part int32, inner storage.Storage) storag
 // registered once it returns: no ticks for it, no gauges counting it.
 func TestMarkRecoveredRacingCloseRegistersNothing(t *testing.T) {
 	p := newTestPunctuator(t, clock.NewFake(t0), nil)
-	inner := &heldRecovery{Storage: storage.NewMemory(), entered: make(chan struct{}), release: make(chan struct{})}
+	inner := kafkatest.NewHeldRecovery(storage.NewMemory())
 	st := wrap(t, p, 1, inner)
 	recovered := make(chan error, 1)
 	go func() { recovered <- st.MarkRecovered() }()
-	<-inner.entered
+	<-inner.Entered
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	close(inner.release)
+	close(inner.Release)
 	if err := <-recovered; err != nil {
 		t.Logf("MarkRecovered racing Close: %v", err)
 	}
