@@ -309,10 +309,11 @@ func TestTwilioStatusCallbacks(t *testing.T) {
 	t.Setenv("TWILIO_AUTH_TOKEN", token)
 	dial := start(t, "dialer", append([]string{"dialer"}, roleArgs(t, brokers, pfx, parts,
 		"--provider", "twilio", "--twilio-api", fake.URL, "--twilio-from", "+14155550199", "--cps", "10",
+		"--twilio-script-url", "https://ivr.example/twiml/{script}",
 		"--callback-http", web, "--public-url", "http://"+web, "--twilio-amd", "enable")...)...)
 
 	dial.awaitReady(1, 60*time.Second)
-	produceCalls(t, brokers, pfx, parts, ivrCalls(2, 1, "https://ivr.example/twiml/hello"))
+	produceCalls(t, brokers, pfx, parts, ivrCalls(2, 1, "hello")) // a script by name (--twilio-script-url)
 	placed, err := fake.WaitCalls(2, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
