@@ -35,14 +35,7 @@ func TestMarkRecoveredRacingCloseOwnsNothing(t *testing.T) {
 	f := newFixture(t, Config{MaxInFlight: 4, CPS: 8, Partitions: 4})
 	inner := kafkatest.NewHeldRecovery(storage.NewMemory())
 	st := openInFlight(t, f.p.StorageBuilder(func(string, int32) (storage.Storage, error) { return inner, nil }), 0)
-	recovered := make(chan error, 1)
-	go func() { recovered <- st.MarkRecovered() }()
-	<-inner.Entered
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	close(inner.Release)
-	if err := <-recovered; err != nil {
+	if err := inner.CloseDuringMarkRecovered(t, st); err != nil {
 		t.Logf("MarkRecovered after Close: %v", err)
 	}
 	idle(f.p)

@@ -36,14 +36,7 @@ func TestMarkRecoveredRacingCloseRegistersNothing(t *testing.T) {
 	p := newTestPunctuator(t, clock.NewFake(t0), nil)
 	inner := kafkatest.NewHeldRecovery(storage.NewMemory())
 	st := wrap(t, p, 1, inner)
-	recovered := make(chan error, 1)
-	go func() { recovered <- st.MarkRecovered() }()
-	<-inner.Entered
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	close(inner.Release)
-	if err := <-recovered; err != nil {
+	if err := inner.CloseDuringMarkRecovered(t, st); err != nil {
 		t.Logf("MarkRecovered racing Close: %v", err)
 	}
 	if x := p.Index(1); x != nil {

@@ -1,6 +1,10 @@
 package kafkatest
 
-import "github.com/lovoo/goka/storage"
+import (
+	"testing"
+
+	"github.com/lovoo/goka/storage"
+)
 
 // HeldRecovery is a Goka store whose MarkRecovered waits for the test:
 // Entered is closed when it is called, and it returns once Release is
@@ -22,4 +26,20 @@ func (h *HeldRecovery) MarkRecovered() error {
 	close(h.Entered)
 	<-h.Release
 	return h.Storage.MarkRecovered()
+}
+
+// CloseDuringMarkRecovered runs st's MarkRecovered on a goroutine of its
+// own, as Goka does after a cut-off restore, closes st while the held store
+// beneath it (h) is inside MarkRecovered, then lets it finish, and returns
+// what MarkRecovered returned. A Close error fails the test.
+func (h *HeldRecovery) CloseDuringMarkRecovered(t testing.TB, st storage.Storage) error {
+	t.Helper()
+	recovered := make(chan error, 1)
+	go func() { recovered <- st.MarkRecovered() }()
+	<-h.Entered
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(h.Release)
+	return <-recovered
 }
