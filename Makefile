@@ -6,7 +6,7 @@ PROTOC_GEN_GO_VERSION := v1.36.10
 FUZZTIME ?= 2m
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # package:target pairs of the fuzz targets
-FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./processors/scheduler:FuzzParseValue ./policy:FuzzEffective
+FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./processors/scheduler:FuzzParseValue ./internal/policy:FuzzEffective
 
 # Benchmark: this project against etf1's Kafka scheduler, asynq on Redis and
 # the seeds' re-enqueue loop (bench/ is a module of its own), with the
@@ -71,7 +71,8 @@ proto:
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	PATH=$(CURDIR)/$(BIN):$$PATH protoc -I codec --go_out=codec/ivrschedpb --go_opt=paths=source_relative codec/ivrsched.proto
 
-## bench: all four systems side by side, then the dialer alone, quick (about 7 minutes); bench-full: every variant, 200 k per phase
+## bench: eight systems side by side, three runs each, then the dialer alone
+## (about 22 minutes); bench-full: every variant, 200 k per phase
 bench: redis-server
 	cd bench && $(GO) run ./cmd/ivrbench $(BENCH_QUICK) -out ../docs/bench
 

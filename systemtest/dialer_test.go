@@ -19,7 +19,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
-	"github.com/ivrsched/ivrsched/providers/twilio/twiliotest"
+	"github.com/ivrsched/ivrsched/internal/providers/twilio/twiliotest"
 	"github.com/ivrsched/ivrsched/topology"
 )
 

@@ -32,7 +32,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
-	"github.com/ivrsched/ivrsched/ratelimit"
+	"github.com/ivrsched/ivrsched/internal/ratelimit"
 	"github.com/ivrsched/ivrsched/topology"
 )
 

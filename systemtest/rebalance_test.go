@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ivrsched/ivrsched/admin"
+	"github.com/ivrsched/ivrsched/internal/admin"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 )
 

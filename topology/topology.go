@@ -14,7 +14,7 @@ import (
 // Topics holds every topic and group name. Build it with NewTopics.
 type Topics struct {
 	Onboarding goka.Stream // commands for the scheduler, keyed by user id
-	Ticks      goka.Stream // punctuation ticks, one key per partition
+	Ticks      goka.Stream // due-index ticks, one key per partition
 	Calls      goka.Stream // IVRCall, keyed by user id
 	Results    goka.Stream // CallResult, keyed by user id
 	Events     goka.Stream // ScheduleEvent, keyed by user id

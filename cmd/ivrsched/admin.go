@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ivrsched/ivrsched/admin"
+	"github.com/ivrsched/ivrsched/internal/admin"
 	"github.com/ivrsched/ivrsched/internal/redact"
 )
 

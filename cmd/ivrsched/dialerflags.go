@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/ivrsched/ivrsched/internal/app"
-	"github.com/ivrsched/ivrsched/providers"
-	"github.com/ivrsched/ivrsched/providers/twilio"
-	"github.com/ivrsched/ivrsched/providers/webhook"
+	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/twilio"
+	"github.com/ivrsched/ivrsched/internal/providers/webhook"
 )
 
 // webhookSecretEnv names the environment variable of the webhook's secret.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ivrsched/ivrsched/internal/app"
-	"github.com/ivrsched/ivrsched/providers/webhook"
+	"github.com/ivrsched/ivrsched/internal/providers/webhook"
 )
 
 func TestDialerFlagErrors(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
 	"github.com/ivrsched/ivrsched/internal/redact"
 )
 

@@ -6,8 +6,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/ivrsched/ivrsched/admin"
-	"github.com/ivrsched/ivrsched/policy"
+	"github.com/ivrsched/ivrsched/internal/admin"
+	"github.com/ivrsched/ivrsched/internal/policy"
 )
 
 // A pause is part of the calling policy: campaigns.<C>.paused_until in the

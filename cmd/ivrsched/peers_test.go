@@ -12,7 +12,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 
-	"github.com/ivrsched/ivrsched/admin"
+	"github.com/ivrsched/ivrsched/internal/admin"
 	"github.com/ivrsched/ivrsched/topology"
 )
 

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/ivrsched/ivrsched/policy"
+	"github.com/ivrsched/ivrsched/internal/policy"
 )
 
 const policyUsage = "usage: ivrsched policy set -f FILE | ivrsched policy show  (see --help of each)"

@@ -21,9 +21,9 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
-	"github.com/ivrsched/ivrsched/providers/twilio/twiliotest"
+	"github.com/ivrsched/ivrsched/internal/providers/twilio/twiliotest"
 	"github.com/ivrsched/ivrsched/topology"
 )
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -19,11 +20,12 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/ivrsched/ivrsched/admin"
+	"github.com/ivrsched/ivrsched"
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/admin"
 	"github.com/ivrsched/ivrsched/internal/app"
-	"github.com/ivrsched/ivrsched/policy"
+	"github.com/ivrsched/ivrsched/internal/policy"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
 )
 
@@ -72,7 +74,7 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.StringVar(&r.adminURL, "admin-url", "", "the URL at which the CLI and other instances reach this instance's admin listener, announced in the consumer groups (default: http://<--admin-http>, an unspecified host replaced by the host name)")
 	registerNetworks(fs, &r.adminNetworks)
 	fs.StringVar(&r.adminToken, "admin-token-file", "", "a file holding the admin token (16 characters or more) that the admin listener and the web page's actions ask for (default: $"+adminTokenEnv+"; neither: the actions are off, and the admin listener is on loopback only, phone numbers masked)")
-	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two punctuation ticks of a partition: longer means fewer tick messages and more lateness")
+	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two due-index ticks of a partition: longer means fewer tick messages and more lateness")
 }
 
 func (r *roleFlags) config(clientID string) (app.Config, error) {
@@ -183,14 +185,14 @@ func processRegistry() *prometheus.Registry {
 }
 
 func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("run", "Runs scheduler, punctuation, dialer and the web UI in one process. Without --brokers it\nstarts an embedded Kafka-protocol broker that outside clients can use too.")
+	fs := newFlagSet("run", "Runs the scheduler with its due index, the dialer and the web UI in one process. Without --brokers it\nstarts an embedded Kafka-protocol broker that outside clients can use too.")
 	var r roleFlags
 	r.register(fs, "", "127.0.0.1:9095")
 	r.dialing = true
 	r.dialer.register(fs)
 	embeddedAddr := fs.String("embedded-addr", defaultBrokers, "address of the embedded broker (when --brokers is empty)")
-	demo := fs.Bool("demo", false, "also feed the sample onboarding events of --demo-file")
-	demoFile := fs.String("demo-file", filepath.Join("testdata", "demo-onboarding.jsonl"), "sample onboarding events, one protojson Command per line")
+	demo := fs.Bool("demo", false, "also feed sample onboarding events: the built-in sample (testdata/demo-onboarding.jsonl), or --demo-file")
+	demoFile := fs.String("demo-file", "", "sample onboarding events for --demo, one protojson Command per line (empty: the built-in sample)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -267,18 +269,25 @@ func roleConfig(name string, args []string, roles app.Roles) (app.Config, error)
 	return r.config("ivrsched-" + name)
 }
 
-// readDemo reads one protojson Command per line; blank and # lines are skipped.
+// readDemo reads one protojson Command per line from path, or from the
+// built-in sample when path is empty; blank and # lines are skipped.
 func readDemo(path string) ([]*pb.Command, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, badFlag("demo-file", "%s not found (run from the repository root, or pass the file)", path)
+	var src io.Reader = bytes.NewReader(ivrsched.DemoOnboarding)
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, badFlag("demo-file", "%s not found", path)
+			}
+			return nil, fmt.Errorf("demo file: %w", err)
 		}
-		return nil, fmt.Errorf("demo file: %w", err)
+		defer f.Close()
+		src = f
+	} else {
+		path = "testdata/demo-onboarding.jsonl (built in)"
 	}
-	defer f.Close()
 	var out []*pb.Command
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(src)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {

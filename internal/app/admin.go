@@ -16,11 +16,11 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/admin"
 	"github.com/ivrsched/ivrsched/internal/redact"
-	"github.com/ivrsched/ivrsched/punctuation"
+	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -85,8 +85,8 @@ func mountAdmin(r *mux.Router, cfg Config, run *Running, roles []*role) {
 				page.Upcoming = append(page.Upcoming, upcoming(x, p, get["scheduler"], from, to, campaign, limit)...)
 			}
 			slices.SortFunc(page.Upcoming, func(a, b admin.Upcoming) int {
-				return punctuation.Compare(punctuation.Pos{Due: a.DueAt.UnixNano(), User: a.UserID, Task: a.TaskID},
-					punctuation.Pos{Due: b.DueAt.UnixNano(), User: b.UserID, Task: b.TaskID})
+				return dueindex.Compare(dueindex.Pos{Due: a.DueAt.UnixNano(), User: a.UserID, Task: a.TaskID},
+					dueindex.Pos{Due: b.DueAt.UnixNano(), User: b.UserID, Task: b.TaskID})
 			})
 			if len(page.Upcoming) > limit {
 				page.Upcoming = page.Upcoming[:limit]
@@ -167,9 +167,9 @@ func userValue(v any, settle func(*pb.UserState) *pb.UserState, mask bool) (json
 // follow-up's user value for its requested time and campaign, until it has
 // limit follow-ups of campaign (any if empty) due by to (zero: any time),
 // or has looked at 100 times limit.
-func upcoming(x *punctuation.Index, part int32, get func(string) (any, error), from, to time.Time, campaign string, limit int) []admin.Upcoming {
+func upcoming(x *dueindex.Index, part int32, get func(string) (any, error), from, to time.Time, campaign string, limit int) []admin.Upcoming {
 	var out []admin.Upcoming
-	after := punctuation.Pos{}
+	after := dueindex.Pos{}
 	if !from.IsZero() {
 		after.Due = from.UnixNano()
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/admin"
 )
 
 // /admin/user/ shows a stored value that does not decode as such, with

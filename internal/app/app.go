@@ -24,22 +24,22 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ivrsched/ivrsched/admin"
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/admin"
+	"github.com/ivrsched/ivrsched/internal/app/metrics"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/localstore"
-	"github.com/ivrsched/ivrsched/internal/metrics"
+	"github.com/ivrsched/ivrsched/internal/policy"
+	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/twilio"
+	"github.com/ivrsched/ivrsched/internal/providers/webhook"
 	"github.com/ivrsched/ivrsched/internal/redact"
-	"github.com/ivrsched/ivrsched/placement"
-	"github.com/ivrsched/ivrsched/policy"
+	"github.com/ivrsched/ivrsched/internal/webui"
 	"github.com/ivrsched/ivrsched/processors/dialer"
+	"github.com/ivrsched/ivrsched/processors/dialer/placement"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
-	"github.com/ivrsched/ivrsched/providers"
-	"github.com/ivrsched/ivrsched/providers/twilio"
-	"github.com/ivrsched/ivrsched/providers/webhook"
 	"github.com/ivrsched/ivrsched/topology"
-	"github.com/ivrsched/ivrsched/webui"
 )
 
 // Config is what the roles need.
@@ -271,7 +271,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			return s.Processor(cfg.Kafka.Brokers, append(withStores(opts, stores, cfg.Kafka), extra...)...)
 		})
 		// A rebalance takes back the due indexes of the partitions that stay
-		// here when the session ended cleanly (punctuation/kept.go).
+		// here when the session ended cleanly (processors/scheduler/dueindex/kept.go).
 		sr.sessionEnded = s.Punctuator().SessionEnded
 		sr.gate = pv.Ready()
 		all = append(all, sr.supervised(cfg.Kafka, cfg.Topics.Scheduler))

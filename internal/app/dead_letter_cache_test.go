@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ivrsched/ivrsched/internal/clock"
-	"github.com/ivrsched/ivrsched/webui"
+	"github.com/ivrsched/ivrsched/internal/webui"
 )
 
 // The web page's dead-letter counts cost at most one scan of the

@@ -13,14 +13,14 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ivrsched/ivrsched/codec"
-	"github.com/ivrsched/ivrsched/internal/metrics"
-	"github.com/ivrsched/ivrsched/placement"
-	"github.com/ivrsched/ivrsched/policy"
+	"github.com/ivrsched/ivrsched/internal/app/metrics"
+	"github.com/ivrsched/ivrsched/internal/policy"
+	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/twilio"
+	"github.com/ivrsched/ivrsched/internal/providers/webhook"
 	"github.com/ivrsched/ivrsched/processors/dialer"
+	"github.com/ivrsched/ivrsched/processors/dialer/placement"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
-	"github.com/ivrsched/ivrsched/providers"
-	"github.com/ivrsched/ivrsched/providers/twilio"
-	"github.com/ivrsched/ivrsched/providers/webhook"
 	"github.com/ivrsched/ivrsched/topology"
 )
 

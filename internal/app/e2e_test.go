@@ -21,8 +21,8 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/providers"
-	"github.com/ivrsched/ivrsched/punctuation"
+	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -70,9 +70,9 @@ func (f *faultyReads) Get(key string) ([]byte, error) {
 }
 
 // ClosedClean passes the local store's answer on, so that indexes kept
-// across a session's end (punctuation/kept.go) are in play.
+// across a session's end (processors/scheduler/dueindex/kept.go) are in play.
 func (f *faultyReads) ClosedClean() (int64, bool) {
-	return f.Storage.(punctuation.CleanCloser).ClosedClean()
+	return f.Storage.(dueindex.CleanCloser).ClosedClean()
 }
 
 // Store faults on the firing path (and the command path) fail the

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/ivrsched/ivrsched/internal/metrics"
+	"github.com/ivrsched/ivrsched/internal/app/metrics"
 )
 
 // registry is where Run registers the roles' metrics: the configured one,

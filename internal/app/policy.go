@@ -13,7 +13,7 @@ import (
 	gokacodec "github.com/lovoo/goka/codec"
 	"github.com/lovoo/goka/storage"
 
-	"github.com/ivrsched/ivrsched/policy"
+	"github.com/ivrsched/ivrsched/internal/policy"
 )
 
 // policyView keeps the calling policy in force: a Goka view of the

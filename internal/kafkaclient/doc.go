@@ -79,7 +79,7 @@
 //     internal/localstore ignores it then).
 //
 // Relied on, not pinned here yet: Goka closes and reopens every partition's
-// store at each rebalance (punctuation/kept.go); Goka waits a fixed 5 s
+// store at each rebalance (processors/scheduler/dueindex/kept.go); Goka waits a fixed 5 s
 // before it joins again after a session ended (topology/rejoin.go).
 //
 // The code that depends on these lives elsewhere for now and should move

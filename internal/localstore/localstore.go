@@ -656,8 +656,8 @@ func (s *store) stampCaughtUp() error {
 
 // ClosedClean reports, after Close, whether the store closed holding every
 // write it was given (none waiting for the changelog, none lost) and the
-// changelog offset it holds: the punctuation keeps a partition's due index
-// across such a close (punctuation.CleanCloser).
+// changelog offset it holds: the due index keeps a partition's due index
+// across such a close (dueindex.CleanCloser).
 func (s *store) ClosedClean() (offset int64, ok bool) {
 	s.life.Lock()
 	defer s.life.Unlock()

@@ -14,9 +14,9 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
+	"github.com/ivrsched/ivrsched/internal/providers"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
-	"github.com/ivrsched/ivrsched/providers"
 )
 
 // A user's value stays within MaxValueBytes whatever History allows: the

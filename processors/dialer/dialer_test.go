@@ -19,8 +19,8 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
-	"github.com/ivrsched/ivrsched/placement"
-	"github.com/ivrsched/ivrsched/providers"
+	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/processors/dialer/placement"
 	"github.com/ivrsched/ivrsched/topology"
 )
 

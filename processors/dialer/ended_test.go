@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/policy"
-	"github.com/ivrsched/ivrsched/providers"
+	"github.com/ivrsched/ivrsched/internal/policy"
+	"github.com/ivrsched/ivrsched/internal/providers"
 )
 
 func withPolicy(t *testing.T, doc string) func(*Config) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/providers"
+	"github.com/ivrsched/ivrsched/internal/providers"
 )
 
 // Twilio's status callbacks may arrive out of order: a status older than

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/providers/twilio"
-	"github.com/ivrsched/ivrsched/providers/twilio/twiliotest"
+	"github.com/ivrsched/ivrsched/internal/providers/twilio"
+	"github.com/ivrsched/ivrsched/internal/providers/twilio/twiliotest"
 )
 
 // lockedBuffer is a log's output written from the placer's goroutines.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/providers"
+	"github.com/ivrsched/ivrsched/internal/providers"
 )
 
 // Publish sends a verified status callback to the dialer's loop topic, keyed

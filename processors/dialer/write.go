@@ -9,7 +9,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
 )
 
 // write writes the user's value st, in which status s changed record r,

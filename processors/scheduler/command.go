@@ -13,8 +13,8 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
-	"github.com/ivrsched/ivrsched/phone"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
+	"github.com/ivrsched/ivrsched/internal/phone"
 	"github.com/ivrsched/ivrsched/topology"
 )
 

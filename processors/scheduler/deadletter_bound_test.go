@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
 )
 
 // A command the broker accepts (just under 1 MiB) but larger than the

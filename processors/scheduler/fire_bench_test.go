@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/app/metrics"
 	"github.com/ivrsched/ivrsched/internal/clock"
-	"github.com/ivrsched/ivrsched/internal/metrics"
-	"github.com/ivrsched/ivrsched/policy"
+	"github.com/ivrsched/ivrsched/internal/policy"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
 	"github.com/ivrsched/ivrsched/topology"
 )

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/phone"
-	"github.com/ivrsched/ivrsched/policy"
-	"github.com/ivrsched/ivrsched/punctuation"
+	"github.com/ivrsched/ivrsched/internal/phone"
+	"github.com/ivrsched/ivrsched/internal/policy"
+	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 )
 
 // fuzzPolicy is the default policy with a spread: effective times move.
@@ -129,7 +129,7 @@ func FuzzParseValue(f *testing.F) {
 	b, _ := proto.Marshal(&pb.UserState{UserId: "u", Pending: []*pb.Task{{TaskId: "a", DueAt: ts, Held: true}, {TaskId: "b", Deferred: "window"}},
 		Fired: []*pb.FiredTask{{Task: &pb.Task{TaskId: "c", DueAt: ts}, CallId: "x"}}, UpdatedAt: timestamppb.New(time.Unix(1800000000, 7))})
 	f.Add(b)
-	b, _ = proto.Marshal(markValue("k", punctuation.Mark{Through: punctuation.Pos{Due: 7, User: "u", Task: "t"}, StagedAt: 3, LastTick: 9, Swept: "v1"}))
+	b, _ = proto.Marshal(markValue("k", dueindex.Mark{Through: dueindex.Pos{Due: 7, User: "u", Task: "t"}, StagedAt: 3, LastTick: 9, Swept: "v1"}))
 	f.Add(b)
 	f.Add([]byte{0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -141,10 +141,10 @@ func FuzzParseValue(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decodable state: %v", err)
 		}
-		task := func(t *pb.Task) punctuation.Task {
-			return punctuation.Task{Due: t.GetDueAt().AsTime().UnixNano(), ID: t.GetTaskId(), Held: t.GetHeld(), Deferred: t.GetDeferred() != ""}
+		task := func(t *pb.Task) dueindex.Task {
+			return dueindex.Task{Due: t.GetDueAt().AsTime().UnixNano(), ID: t.GetTaskId(), Held: t.GetHeld(), Deferred: t.GetDeferred() != ""}
 		}
-		var pending, fired []punctuation.Task
+		var pending, fired []dueindex.Task
 		for _, t := range st.GetPending() {
 			pending = append(pending, task(t))
 		}
@@ -161,7 +161,7 @@ func FuzzParseValue(f *testing.F) {
 			t.Fatalf("mark %v, state has %v", v.Mark, st.FiredThrough)
 		}
 		if m := st.GetFiredThrough(); m != nil {
-			want := punctuation.Mark{Through: pos(m.GetThrough()), Staged: pos(m.GetStaged()), StagedAt: m.GetStagedAt().AsTime().UnixNano(),
+			want := dueindex.Mark{Through: pos(m.GetThrough()), Staged: pos(m.GetStaged()), StagedAt: m.GetStagedAt().AsTime().UnixNano(),
 				Checkpoint: pos(m.GetCheckpoint()), LastTick: m.GetTickOffset(), Swept: m.GetSweptPolicy()}
 			if *v.Mark != want {
 				t.Fatalf("mark %+v, want %+v", *v.Mark, want)

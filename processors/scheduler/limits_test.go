@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
 )
 
 // withLimits sets the command limits (the defaults, changed by set).

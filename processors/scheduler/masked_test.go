@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
 )
 
 // logBuffer is the scheduler's log, written from the processor's goroutine.

@@ -5,7 +5,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/recur"
+	"github.com/ivrsched/ivrsched/processors/scheduler/recur"
 )
 
 // maxSkipped bounds the occurrences successor skips: a series cannot have

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/policy"
+	"github.com/ivrsched/ivrsched/internal/policy"
 )
 
 // Retries driven by the call's outcome (see docs/design.md, "Retries"): the

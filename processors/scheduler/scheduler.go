@@ -2,7 +2,7 @@
 // in its Goka group table and fires them, never early, to the ivr-calls topic.
 //
 // Its inputs are the commands on the onboarding topic (schedule, cancel,
-// reschedule) and the punctuation ticks. A tick publishes the calls of its
+// reschedule) and the due-index ticks. A tick publishes the calls of its
 // partition's due follow-ups and writes one value, the partition's fired
 // mark; a user's value is written only in the callback for that user's key.
 // See docs/design.md.
@@ -23,10 +23,10 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/internal/clock"
-	"github.com/ivrsched/ivrsched/policy"
-	"github.com/ivrsched/ivrsched/punctuation"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
+	"github.com/ivrsched/ivrsched/internal/policy"
+	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -187,19 +187,19 @@ type Stats struct {
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.
 type Scheduler struct {
 	cfg   Config
-	punct *punctuation.Punctuator
+	punct *dueindex.Punctuator
 	dlq   *deadletter.Writer
 	Stats Stats
 }
 
 // New returns a scheduler. send produces a tick to a partition of the ticks
 // topic (see TickSender); it may be nil when ticks are fed by hand (tests).
-func New(cfg Config, send func(partition int32, through punctuation.Pos) error) (*Scheduler, error) {
+func New(cfg Config, send func(partition int32, through dueindex.Pos) error) (*Scheduler, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pc := punctuation.Config{MinGap: cfg.TickGap, Retain: cfg.Retain}
+	pc := dueindex.Config{MinGap: cfg.TickGap, Retain: cfg.Retain}
 	pc.Table = string(cfg.Topics.SchedulerTable())
 	pc.Parse = ParseValue
 	keys := topology.TickKeys(max(cfg.Partitions, 1))
@@ -212,7 +212,7 @@ func New(cfg Config, send func(partition int32, through punctuation.Pos) error) 
 	pc.Send = send
 	pc.Clock = cfg.Clock
 	pc.Logger = cfg.Logger
-	p, err := punctuation.New(pc)
+	p, err := dueindex.New(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func New(cfg Config, send func(partition int32, through punctuation.Pos) error) 
 }
 
 // Punctuator returns the scheduler's punctuator, to Run beside the processor.
-func (s *Scheduler) Punctuator() *punctuation.Punctuator { return s.punct }
+func (s *Scheduler) Punctuator() *dueindex.Punctuator { return s.punct }
 
 // DeadLetters counts the records sent to the dead-letter topic, per reason.
 func (s *Scheduler) DeadLetters() map[string]int64 { return s.dlq.Counts() }
@@ -260,12 +260,12 @@ type TickEmitter interface {
 
 // TickSender returns a send function for New that emits ticks with em, one
 // key per partition of the ticks topic, stamped with clk (nil: the wall clock).
-func TickSender(em TickEmitter, partitions int32, clk clock.Clock, log *slog.Logger) func(int32, punctuation.Pos) error {
+func TickSender(em TickEmitter, partitions int32, clk clock.Clock, log *slog.Logger) func(int32, dueindex.Pos) error {
 	keys := topology.TickKeys(partitions)
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return func(p int32, through punctuation.Pos) error {
+	return func(p int32, through dueindex.Pos) error {
 		if p < 0 || int(p) >= len(keys) {
 			return fmt.Errorf("tick for partition %d of %d", p, len(keys))
 		}

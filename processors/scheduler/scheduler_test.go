@@ -21,10 +21,10 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
-	"github.com/ivrsched/ivrsched/punctuation"
+	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -173,7 +173,7 @@ func TestTickMissingFollowUpFailsThePartition(t *testing.T) {
 	h.onboard("u1", delay("a", time.Second))
 	// The index learns of a follow-up the stored value lacks (as a bug or a
 	// store out of step would show it).
-	h.s.Punctuator().Index(0).Update("u1", nil, &punctuation.Value{Pending: []punctuation.Task{{Due: t0.Add(time.Second).UnixNano(), ID: "ghost"}}})
+	h.s.Punctuator().Index(0).Update("u1", nil, &dueindex.Value{Pending: []dueindex.Task{{Due: t0.Add(time.Second).UnixNano(), ID: "ghost"}}})
 	h.tickAt(time.Second)
 	h.expectFailure("is in the due index but not in the user's value")
 	if m := f.value(t, tickKey); m != nil {
@@ -869,7 +869,7 @@ func TestValidateReasons(t *testing.T) {
 // replayHarness starts a scheduler on a table that already holds three
 // users (due t0+1s, +2s, +3s) and a mark through the second, as a restart
 // after a crash finds it. The clock is at t0+3s.
-func replayHarness(t *testing.T, mark punctuation.Mark) *harness {
+func replayHarness(t *testing.T, mark dueindex.Mark) *harness {
 	t.Helper()
 	mem := storage.NewMemory()
 	put := func(key string, v proto.Message) {
@@ -900,15 +900,15 @@ func replayHarness(t *testing.T, mark punctuation.Mark) *harness {
 	return h
 }
 
-func posAt(user string, d time.Duration) punctuation.Pos {
-	return punctuation.Pos{Due: t0.Add(d).UnixNano(), User: user, Task: "a"}
+func posAt(user string, d time.Duration) dueindex.Pos {
+	return dueindex.Pos{Due: t0.Add(d).UnixNano(), User: user, Task: "a"}
 }
 
 // A tick at or below the mark's last tick offset is a replay: the calls
 // fired since it was sent are published again, with the same ids, before
 // what is due now.
 func TestReplayedTickPublishesItsCallsAgain(t *testing.T) {
-	h := replayHarness(t, punctuation.Mark{Through: posAt("u2", 2*time.Second), LastTick: 5})
+	h := replayHarness(t, dueindex.Mark{Through: posAt("u2", 2*time.Second), LastTick: 5})
 	if p := h.s.Punctuator().Index(0).Pending(); len(p) != 1 || p[0].User != "u3" {
 		t.Fatalf("index after open %v, want only u3", p)
 	}
@@ -931,7 +931,7 @@ func TestReplayedTickPublishesItsCallsAgain(t *testing.T) {
 // A replay reaching back before the checkpoint finds the older fired
 // follow-ups by scanning the partition.
 func TestReplayBeforeTheCheckpointScans(t *testing.T) {
-	h := replayHarness(t, punctuation.Mark{Through: posAt("u2", 2*time.Second), Checkpoint: posAt("u1", time.Second), LastTick: 5})
+	h := replayHarness(t, dueindex.Mark{Through: posAt("u2", 2*time.Second), Checkpoint: posAt("u1", time.Second), LastTick: 5})
 	h.tt.Consume(string(h.topics.Ticks), tickKey, &pb.Tick{})
 	calls := h.expectCalls("a", "a", "a")
 	for i, u := range []string{"u1", "u2", "u3"} {
@@ -947,7 +947,7 @@ func TestReplayBeforeTheCheckpointScans(t *testing.T) {
 // The first tick after a clean restart is past the mark's last tick: no
 // replay.
 func TestTickAfterTheMarkIsNoReplay(t *testing.T) {
-	h := replayHarness(t, punctuation.Mark{Through: posAt("u2", 2*time.Second), LastTick: -1})
+	h := replayHarness(t, dueindex.Mark{Through: posAt("u2", 2*time.Second), LastTick: -1})
 	h.tt.Consume(string(h.topics.Ticks), tickKey, &pb.Tick{FiredThrough: position(posAt("u1", time.Second))})
 	if calls := h.expectCalls("a"); calls[0].GetUserId() != "u3" {
 		t.Fatalf("call for %s", calls[0].GetUserId())

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
-	"github.com/ivrsched/ivrsched/punctuation"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
+	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 )
 
 // onTick publishes the calls of the partition's due follow-ups and moves the
@@ -63,7 +63,7 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 		}
 	}
 	s.wake(ctx, idx.TakeTimers(now, s.cfg.MaxFiresPerTick))
-	var done []punctuation.Pos
+	var done []dueindex.Pos
 	if due := idx.TakeDue(now, s.cfg.MaxFiresPerTick); len(due) > 0 {
 		done = s.publish(ctx, part, due, now, false) // none if the first due follow-up is parked: the mark stays before it
 	}
@@ -147,7 +147,7 @@ func (s *Scheduler) sweepDeferred(ctx goka.Context, part int32, now time.Time) (
 // no phone to call) and would fail every replay the same way, so its
 // follow-up goes to the dead-letter topic as unreadable_state with the
 // stored bytes, for an operator to act on, and the partition goes on.
-func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, now time.Time, replay bool) (done []punctuation.Pos) {
+func (s *Scheduler) publish(ctx goka.Context, part int32, ps []dueindex.Pos, now time.Time, replay bool) (done []dueindex.Pos) {
 	table := s.punct.Table(part)
 	idx := s.punct.Index(part)
 	states := make(map[string]*pb.UserState)
@@ -216,7 +216,7 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []punctuation.Pos, 
 // retainIdle gives the users whose last pending follow-up this tick fired
 // (up to through, where the mark moves) their retention timers: the tick
 // does not write their values, so the index does not see them go idle.
-func (s *Scheduler) retainIdle(part int32, states map[string]*pb.UserState, through punctuation.Pos) {
+func (s *Scheduler) retainIdle(part int32, states map[string]*pb.UserState, through dueindex.Pos) {
 	idx := s.punct.Index(part)
 	for user, st := range states {
 		idle := true
@@ -234,10 +234,10 @@ func (s *Scheduler) retainIdle(part int32, states map[string]*pb.UserState, thro
 
 // wake sends the due timers to their users' callbacks (onWake) through the
 // loop topic.
-func (s *Scheduler) wake(ctx goka.Context, timers []punctuation.Pos) {
+func (s *Scheduler) wake(ctx goka.Context, timers []dueindex.Pos) {
 	for _, p := range timers {
 		kind := pb.Wake_KIND_HELD_DUE
-		if p.Task == punctuation.RetentionTask {
+		if p.Task == dueindex.RetentionTask {
 			kind = pb.Wake_KIND_RETENTION
 		}
 		ctx.Loopback(p.User, &pb.Wake{Kind: kind, TaskId: p.Task, DueAt: timestamppb.New(p.Time())})
@@ -262,7 +262,7 @@ func stored(table interface{ Get(string) ([]byte, error) }, user string) (*pb.Us
 	return st, raw, nil
 }
 
-func findTask(st *pb.UserState, p punctuation.Pos, fired bool) *pb.Task {
+func findTask(st *pb.UserState, p dueindex.Pos, fired bool) *pb.Task {
 	match := func(t *pb.Task) bool { return taskPos(p.User, t) == p }
 	for _, t := range st.GetPending() {
 		if match(t) {

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
-	"github.com/ivrsched/ivrsched/phone"
-	"github.com/ivrsched/ivrsched/recur"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
+	"github.com/ivrsched/ivrsched/internal/phone"
+	"github.com/ivrsched/ivrsched/processors/scheduler/recur"
 	"github.com/ivrsched/ivrsched/topology"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"

@@ -6,7 +6,7 @@ import (
 	"github.com/lovoo/goka"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/deadletter"
+	"github.com/ivrsched/ivrsched/internal/deadletter"
 )
 
 // onWake handles what a tick asks of a user, in the callback of its user's

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/punctuation"
+	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 )
 
 // ParseValue reads what the due index needs from an encoded UserState: the
@@ -17,9 +17,9 @@ import (
 // fired mark, and the value's LastActive (lastActive).
 // It runs on every table write, so it reads the wire instead of decoding the
 // whole value; FuzzParseValue checks it against proto.Unmarshal.
-func ParseValue(value []byte) (*punctuation.Value, error) {
+func ParseValue(value []byte) (*dueindex.Value, error) {
 	var (
-		v                  = &punctuation.Value{}
+		v                  = &dueindex.Value{}
 		mark               []byte
 		hasMark, hasUpdate bool
 		updSec, updNsec    int64
@@ -53,7 +53,7 @@ func ParseValue(value []byte) (*punctuation.Value, error) {
 	if err == nil && hasMark {
 		var ft pb.FiredThrough
 		if err = proto.Unmarshal(mark, &ft); err == nil {
-			v.Mark = &punctuation.Mark{
+			v.Mark = &dueindex.Mark{
 				Through:    pos(ft.GetThrough()),
 				Staged:     pos(ft.GetStaged()),
 				StagedAt:   ft.GetStagedAt().AsTime().UnixNano(),
@@ -69,7 +69,7 @@ func ParseValue(value []byte) (*punctuation.Value, error) {
 	if hasUpdate {
 		v.LastActive = time.Unix(updSec, updNsec).UnixNano()
 	}
-	for _, ts := range [][]punctuation.Task{v.Pending, v.Fired} {
+	for _, ts := range [][]dueindex.Task{v.Pending, v.Fired} {
 		for _, t := range ts {
 			v.LastActive = max(v.LastActive, t.Due)
 		}
@@ -109,7 +109,7 @@ const (
 )
 
 // parseFired reads FiredTask.task; repeated occurrences merge.
-func parseFired(b []byte) (punctuation.Task, error) {
+func parseFired(b []byte) (dueindex.Task, error) {
 	var task []byte
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if num == firedTaskTask && typ == protowire.BytesType {
@@ -118,7 +118,7 @@ func parseFired(b []byte) (punctuation.Task, error) {
 		return nil
 	})
 	if err != nil {
-		return punctuation.Task{}, err
+		return dueindex.Task{}, err
 	}
 	return parseTask(task)
 }
@@ -126,7 +126,7 @@ func parseFired(b []byte) (punctuation.Task, error) {
 // parseTask reads Task.task_id and Task.due_at as proto.Unmarshal would:
 // the last task_id wins, due_at occurrences merge, a missing due time is the
 // zero Timestamp.
-func parseTask(task []byte) (punctuation.Task, error) {
+func parseTask(task []byte) (dueindex.Task, error) {
 	var (
 		sec, nsec int64
 		id        string
@@ -148,7 +148,7 @@ func parseTask(task []byte) (punctuation.Task, error) {
 		}
 		return nil
 	})
-	return punctuation.Task{Due: time.Unix(sec, nsec).UnixNano(), ID: id, Held: held, Deferred: deferred}, err
+	return dueindex.Task{Due: time.Unix(sec, nsec).UnixNano(), ID: id, Held: held, Deferred: deferred}, err
 }
 
 // readTimestamp reads a Timestamp's fields into sec and nsec; repeated

@@ -1,0 +1,23 @@
+package dueindex
+
+// Upcoming returns, in firing order, up to max pending follow-ups after
+// the mark that come after the position after (Pos{Due: t}: those due at
+// or after t), without taking them: what the admin API lists. It
+// walks the B-tree from after, so it costs O(log n + max), not the table.
+// Held follow-ups (timers) and parked ones are not listed.
+func (x *Index) Upcoming(after Pos, max int) []Pos {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []Pos
+	x.probe = after
+	pivot := item{due: after.Due, ref: probeRef}
+	x.ready.AscendGreaterOrEqual(pivot, func(it item) bool {
+		if it.ref == probeRef || !x.after(it, after) {
+			return true
+		}
+		out = append(out, x.keys.pos(it))
+		return len(out) < max
+	})
+	x.probe = Pos{}
+	return out
+}
