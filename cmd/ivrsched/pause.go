@@ -12,8 +12,8 @@ import (
 
 // A pause is part of the calling policy: campaigns.<C>.paused_until in the
 // ivr-policies topic, which every scheduler reads. Pause and resume read
-// the policy, change that one field and write it back (docs/design.md,
-// "Operate: pause and resume").
+// the policy, change that one field and write it back (docs/policy.md,
+// "Where the policy lives").
 
 func cmdPause(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("pause", "Pauses a campaign: its follow-ups due before the pause's end are held, not fired, and\n"+

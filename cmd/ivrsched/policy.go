@@ -32,7 +32,7 @@ func cmdPolicy(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func cmdPolicySet(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("policy set", "Validates a calling policy (YAML or JSON; docs/design.md, \"The calling policy\") and\n"+
+	fs := newFlagSet("policy set", "Validates a calling policy (YAML or JSON; docs/policy.md) and\n"+
 		"writes it to the ivr-policies topic. Every scheduler instance applies it at once to\n"+
 		"what it schedules, and to pending follow-ups when they come due. Prints the policy\n"+
 		"as stored, with its version.")

@@ -17,7 +17,7 @@ import (
 )
 
 // The calling policy is the one value of the policy topic that every
-// scheduler reads (docs/design.md, "The calling policy"). The CLI's
+// scheduler reads (docs/policy.md). The CLI's
 // `policy`, `pause` and `resume` and the web page read and write it here.
 
 // ErrNoPolicy: no calling policy is set, and a pause is part of one.
