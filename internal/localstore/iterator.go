@@ -4,8 +4,45 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lovoo/goka/storage"
 	"github.com/syndtr/goleveldb/leveldb/iterator"
+	"github.com/syndtr/goleveldb/leveldb/util"
 )
+
+// Iterators: a snapshot of LevelDB with the overlay's snapshot laid over it.
+
+func (s *store) Iterator() (storage.Iterator, error) {
+	return s.IteratorWithRange(nil, nil)
+}
+
+// IteratorWithRange iterates over a snapshot of the table: LevelDB merged
+// with the overlay.
+func (s *store) IteratorWithRange(start, limit []byte) (storage.Iterator, error) {
+	if s.db == nil {
+		return nil, errNotOpen
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.recovered.Load() {
+		if err := s.writeRestored(); err != nil {
+			return nil, err
+		}
+	}
+	var r *util.Range
+	if start != nil || limit != nil {
+		r = &util.Range{Start: start, Limit: limit}
+	}
+	// Both under mu: the writer drops a key from the overlay only after
+	// LevelDB has it, so each key is in one of the two snapshots.
+	it := &mergedIterator{db: s.db.NewIterator(r, nil), dbStale: true}
+	for k, e := range s.overlay {
+		if (start == nil || k >= string(start)) && (limit == nil || k < string(limit)) {
+			it.over = append(it.over, kv{k, e.value})
+		}
+	}
+	it.sortOverlay()
+	return it, nil
+}
 
 type kv struct {
 	k string

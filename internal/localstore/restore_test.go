@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lovoo/goka/storage"
@@ -210,5 +211,79 @@ func TestRestoreTombstonesAndMarks(t *testing.T) {
 	markRecovered(t, st)
 	if got := marked(t, st); !slices.Equal(got, []string{"b"}) {
 		t.Errorf("marked %v, want [b]", got)
+	}
+}
+
+// The restored records and the offset Goka reached survive a close, and a
+// second close does nothing.
+func TestRestoreSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	var logs logBuffer
+	f := newFixture(t, dir, newLogger(&logs))
+	st := f.open(t, "table", 3)
+	if off := mustOffset(t, st); off != -2 {
+		t.Fatalf("new store: GetOffset(-2) = %d, want -2 (restore from the start)", off)
+	}
+	restore(t, st, 40, "a", "1", "b", "2", "c", "3")
+	if n := f.stores.Restored(); n != 3 {
+		t.Errorf("Restored() = %d after restoring 3 records, want 3", n)
+	}
+	mustClose(t, st)
+	mustClose(t, st)
+
+	st = f.open(t, "table", 3)
+	defer mustClose(t, st)
+	if off := mustOffset(t, st); off != 42 {
+		t.Errorf("GetOffset = %d after reopen, want 42", off)
+	}
+	if err := st.MarkRecovered(); err != nil { // Goka: nothing left to restore
+		t.Fatal(err)
+	}
+	it, err := st.Iterator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(t, it), []string{"a=1", "b=2", "c=3"}; !slices.Equal(got, want) {
+		t.Errorf("iterated %v, want %v (without the offset key)", got, want)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("clean cycle logged a warning:\n%s", logs.String())
+	}
+}
+
+// Restored records are written restoreBatch at a time with the offset
+// reached, and reads during the restore see them.
+func TestRestoredWritesAreBatchedAndSeen(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, newLogger(io.Discard))
+	st := f.open(t, "table", 0)
+	n := restoreBatch + 10
+	for i := range n {
+		if err := st.Set(fmt.Sprint("k", i), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetOffset(int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := st.(*store)
+	if got := s.batch.Len(); got != 10 {
+		t.Errorf("batch holds %d records after %d, want 10 (one batch written)", got, n)
+	}
+	off, _, _, _, err := readOffset(s.db)
+	if err != nil || off != restoreBatch-2 {
+		t.Errorf("LevelDB offset %d, %v after the first batch; want %d (at most the records written)", off, err, restoreBatch-2)
+	}
+	if got := mustGet(t, st, fmt.Sprint("k", n-1)); got != fmt.Sprint(n-1) {
+		t.Errorf("read during restore: %s", got)
+	}
+	if err := st.MarkRecovered(); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, st)
+	st = f.open(t, "table", 0)
+	defer mustClose(t, st)
+	if off := mustOffset(t, st); off != int64(n-1) {
+		t.Errorf("GetOffset = %d, want %d", off, n-1)
 	}
 }
