@@ -19,8 +19,6 @@ import (
 	"github.com/syndtr/goleveldb/leveldb/filter"
 	"github.com/syndtr/goleveldb/leveldb/opt"
 	lvlstorage "github.com/syndtr/goleveldb/leveldb/storage"
-
-	"github.com/ivrsched/ivrsched/internal/clock"
 )
 
 // The storage: Stores, one per process, builds a store per table partition
@@ -49,6 +47,13 @@ var keepOnWipe = map[string]bool{
 	"LOG.old": true,
 }
 
+// Clock tells the time. It is the part of internal/clock's Clock the stores
+// use, declared here so that this package imports nothing of the project's
+// but its contract (a leaf: .ci/imports); any clock.Clock is one.
+type Clock interface {
+	Now() time.Time
+}
+
 // Stores are the local stores of the group tables of one process's
 // processors, under one directory: dir/<topic>.<partition>.
 type Stores struct {
@@ -63,7 +68,7 @@ type Stores struct {
 	// deleted key back. 0: no limit (the changelog writes no tombstones).
 	MaxOffline time.Duration
 	// Clock stamps the offset writes; nil: the wall clock.
-	Clock clock.Clock
+	Clock Clock
 
 	// changelog, if set, is what the stores read their changelogs with
 	// before Goka restores them (ReadChangelog), and their ends (end.go).

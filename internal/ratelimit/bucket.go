@@ -7,9 +7,16 @@ import (
 	"math"
 	"sync"
 	"time"
-
-	"github.com/ivrsched/ivrsched/internal/clock"
 )
+
+// Clock tells the time and waits for it: internal/clock's Clock, declared
+// here so that this package imports nothing of the project's (a leaf:
+// .ci/imports); any clock.Clock is one.
+type Clock interface {
+	Now() time.Time
+	// After delivers the time on the channel once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
 
 // Bucket hands out tokens at a rate per second, with up to a burst of them
 // saved up while nobody asks. Waiters are served in the order they came:
@@ -18,7 +25,7 @@ import (
 //
 // Wait, SetRate and Rate may be called concurrently from any goroutine.
 type Bucket struct {
-	clock clock.Clock
+	clock Clock
 
 	mu     sync.Mutex
 	rate   float64 // tokens per second; 0 hands out none
@@ -33,7 +40,7 @@ type Bucket struct {
 
 // New returns a full bucket of burst tokens (at least 1) refilled at rate
 // per second. A rate of 0 hands out nothing until SetRate.
-func New(c clock.Clock, rate float64, burst int) *Bucket {
+func New(c Clock, rate float64, burst int) *Bucket {
 	b := &Bucket{clock: c, rate: max(rate, 0), burst: float64(max(burst, 1)), changed: make(chan struct{})}
 	b.tokens, b.last = b.burst, c.Now()
 	return b
