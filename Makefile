@@ -56,8 +56,12 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=20000x
 
+## vet: go vet; the import rules between our packages (.ci/imports lists
+## them: nothing imports internal/app, the leaves import nothing of ours but
+## codec, no package imports an ancestor's, processors stay apart); gofmt
 vet:
 	$(GO) vet ./...
+	GO=$(GO) ./.ci/imports
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
