@@ -25,9 +25,9 @@ import (
 
 // After a run on the embedded broker, /metrics says what happened: soon
 // users' follow-ups fired (counter, lateness histogram, dialer outcomes,
-// provider requests, waits for a calls-per-second token), later users' follow-ups pending until rescheduled,
-// cancelled or forgotten (the pending gauge goes to 0), invalid phones
-// dead-lettered by reason.
+// provider requests, waits for a calls-per-second token), later users'
+// follow-ups pending until rescheduled, cancelled or forgotten (the pending
+// gauge goes to 0), invalid phones dead-lettered by reason.
 func TestMetricsAfterRun(t *testing.T) {
 	const (
 		soon    = 40 // follow-ups due in a second: they fire

@@ -18,8 +18,9 @@ import (
 // value with two varints. A letter that does not fit loses, in turn, until
 // it fits: the record's value (its size and SHA-256 stay), the record's
 // headers (the letter's own two stay), then the ends of the detail and
-// the key, the longer first. It is then marked truncated, and its detail says what it lacks
-// and where the original is. bound returns the key to write it under.
+// the key, the longer first. It is then marked truncated, and its detail says
+// what it lacks and where the original is. bound returns the key to write it
+// under.
 func bound(max int, key string, dl *pb.DeadLetter, headers goka.Headers) string {
 	size := func() int {
 		n := len(key) + proto.Size(dl)

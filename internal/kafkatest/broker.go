@@ -459,7 +459,8 @@ func (b *Broker) awaitReadyLocked(ctx context.Context) error {
 }
 
 // waitReady polls until the broker answers and lists itself among the
-// cluster's (unfenced) brokers, the process exits, ctx ends or the start timeout passes.
+// cluster's (unfenced) brokers, the process exits, ctx ends or the start
+// timeout passes.
 func (b *Broker) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()

@@ -25,7 +25,9 @@ func WithListener(name, protocol string) Option {
 
 // WithFormatArgs appends arguments to the storage format command that
 // Start runs before the first start (kafka-storage format), for example
-// SCRAM users: WithFormatArgs("--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]").
+// SCRAM users:
+//
+//	WithFormatArgs("--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]")
 func WithFormatArgs(args ...string) Option {
 	return func(c *config) { c.formatArgs = append(c.formatArgs, args...) }
 }

@@ -92,9 +92,9 @@ func (r *changelogReader) get() (sarama.Client, error) {
 var errCatchUpTime = errors.New("time is up, Goka's restore takes the rest")
 
 // catchUp reads the changelog from the store's offset to its high-water
-// mark read at open (end.go) when the store is catchUpMin records behind or more. Called by Open
-// before the store is in use; any error ends the read, with what was read
-// written and the offset it reached.
+// mark read at open (end.go) when the store is catchUpMin records behind or
+// more. Called by Open before the store is in use; any error ends the read,
+// with what was read written and the offset it reached.
 func (s *store) catchUp() {
 	r := s.stores.changelog
 	if r == nil || r.ctx.Err() != nil { // none, or the process stops

@@ -163,7 +163,8 @@ func TestEffectiveAcrossDST(t *testing.T) {
 		{"America/New_York", "02:30", "05:00", at(t, ny, "2026-03-07 00:00"), "2026-03-07T02:30:00-05:00"},
 		// Falls back 2026-11-01 02:00 -> 01:00: 01:30 happens twice; the window opens at the first.
 		{"America/New_York", "01:30", "01:45", at(t, ny, "2026-11-01 00:00"), "2026-11-01T01:30:00-04:00"},
-		// Due at the second 01:40 (EST), after the window [01:30 EDT, 01:45 EDT) closed: the next day.
+		// Due at the second 01:40 (EST), after the window
+		// [01:30 EDT, 01:45 EDT) closed: the next day.
 		{"America/New_York", "01:30", "01:45", time.Date(2026, 11, 1, 6, 40, 0, 0, time.UTC), "2026-11-02T01:30:00-05:00"},
 		// The ordinary window on both DST days.
 		{"America/New_York", "08:00", "21:00", at(t, ny, "2026-03-08 00:00"), "2026-03-08T08:00:00-04:00"},
@@ -172,7 +173,8 @@ func TestEffectiveAcrossDST(t *testing.T) {
 		{"Europe/Berlin", "02:30", "04:00", at(t, berlin, "2026-03-29 00:00"), "2026-03-29T03:00:00+02:00"},
 		{"Europe/Berlin", "02:30", "04:00", at(t, berlin, "2026-10-25 00:00"), "2026-10-25T02:30:00+02:00"},
 		{"Europe/Berlin", "08:00", "21:00", at(t, berlin, "2026-03-28 22:00"), "2026-03-29T08:00:00+02:00"},
-		// Lord Howe springs forward 2026-10-04 02:00 +10:30 -> 02:30 +11, falls back 2026-04-05 02:00 +11 -> 01:30 +10:30.
+		// Lord Howe springs forward 2026-10-04 02:00 +10:30 -> 02:30 +11,
+		// falls back 2026-04-05 02:00 +11 -> 01:30 +10:30.
 		{"Australia/Lord_Howe", "02:15", "03:00", at(t, lh, "2026-10-04 00:00"), "2026-10-04T02:30:00+11:00"},
 		{"Australia/Lord_Howe", "01:45", "03:00", at(t, lh, "2026-04-05 00:00"), "2026-04-05T01:45:00+11:00"},
 		{"Australia/Lord_Howe", "08:00", "21:00", at(t, lh, "2026-10-03 22:00"), "2026-10-04T08:00:00+11:00"},

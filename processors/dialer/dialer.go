@@ -10,11 +10,11 @@
 // to the first call whose status is not recorded). The provider's status
 // callbacks (Publish) go to the same topic. onStatus records each status
 // in the user's value (the first one creates the call's record) and
-// publishes it as a CallResult; the call's final outcome is published once (CallResult.final)
-// and handed to Config.OnFinal; while the calling policy retries, it is
-// also reported to the scheduler (a CallEnded command on the onboarding
-// topic), whose retry rules call the follow-up again. onEvent erases a
-// user's value when the scheduler forgot or expired the user.
+// publishes it as a CallResult; the call's final outcome is published once
+// (CallResult.final) and handed to Config.OnFinal; while the calling policy
+// retries, it is also reported to the scheduler (a CallEnded command on the
+// onboarding topic), whose retry rules call the follow-up again. onEvent
+// erases a user's value when the scheduler forgot or expired the user.
 //
 // A call id seen before (held by the placer or recently placed) is
 // dropped, so the duplicates that at-least-once delivery produces upstream
@@ -58,11 +58,11 @@ import (
 // (nothing to do). Forgotten, asked of each call before Submit or Track
 // (with the call's place as its fired_at, inOrder), says whether the call
 // was fired before a Forget of its user consumed already (then it is
-// dropped). Record tells it that a status recorded
-// the call (it returns the call if the placer held it). All are called
-// from the partitions' callbacks, concurrently across partitions; Submit
-// may wait while the placer is full, until ctx ends. StorageBuilder wraps the dialer table's
-// storage so that the placer knows the partitions this process owns.
+// dropped). Record tells it that a status recorded the call (it returns the
+// call if the placer held it). All are called from the partitions' callbacks,
+// concurrently across partitions; Submit may wait while the placer is full,
+// until ctx ends. StorageBuilder wraps the dialer table's storage so that the
+// placer knows the partitions this process owns.
 type Placer interface {
 	Submit(ctx context.Context, partition int32, offset int64, call *pb.IVRCall) (bool, error)
 	Track(partition int32, offset int64)

@@ -47,10 +47,9 @@ func (d *Dialer) Publish(ctx context.Context, s providers.Status) error {
 // forgotten) records nothing. Each one that tells something new is
 // published as a CallResult (not one older than the status recorded:
 // callbacks may arrive out of order); the final one once, and handed to
-// OnFinal. A
-// status at or below the loop offset the call's record holds is a replay
-// after a crash: the write of the record may have reached Kafka without the
-// result, so the result is published again.
+// OnFinal. A status at or below the loop offset the call's record holds is a
+// replay after a crash: the write of the record may have reached Kafka
+// without the result, so the result is published again.
 func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 	s, ok := msg.(*pb.CallStatus)
 	if !ok {

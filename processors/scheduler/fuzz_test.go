@@ -122,8 +122,8 @@ func FuzzValidate(f *testing.F) {
 
 // ParseValue on any bytes: no panic; for bytes that decode as a UserState
 // it reads exactly the pending and fired follow-ups (with held and deferred
-// flags), the
-// mark, and the LastActive the scheduler computes from the decoded value.
+// flags), the mark, and the LastActive the scheduler computes from the
+// decoded value.
 func FuzzParseValue(f *testing.F) {
 	ts := timestamppb.New(time.Unix(1700000000, 5))
 	b, _ := proto.Marshal(&pb.UserState{UserId: "u", Pending: []*pb.Task{{TaskId: "a", DueAt: ts, Held: true}, {TaskId: "b", Deferred: "window"}},

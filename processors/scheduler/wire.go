@@ -13,8 +13,7 @@ import (
 
 // ParseValue reads what the due index needs from an encoded UserState: the
 // pending and fired follow-ups' task ids, due times, held and deferred
-// flags, the
-// fired mark, and the value's LastActive (lastActive).
+// flags, the fired mark, and the value's LastActive (lastActive).
 // It runs on every table write, so it reads the wire instead of decoding the
 // whole value; FuzzParseValue checks it against proto.Unmarshal.
 func ParseValue(value []byte) (*dueindex.Value, error) {

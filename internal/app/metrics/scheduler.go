@@ -12,8 +12,9 @@ import (
 // Scheduler returns the collector of a scheduler's metrics, read at scrape
 // time: its counters (scheduler.Stats), its dead letters by reason, and
 // for every partition whose due index this process holds, the pending
-// follow-ups (held ones too, and apart), those due and not fired yet, and the age of the oldest due
-// one (dueindex.Index.Backlog, which walks the due follow-ups).
+// follow-ups (held ones too, and apart), those due and not fired yet, and the
+// age of the oldest due one (dueindex.Index.Backlog, which walks the due
+// follow-ups).
 func Scheduler(s *scheduler.Scheduler) prometheus.Collector {
 	st := &s.Stats
 	help := func(what string) string { return what + " since the process started." }

@@ -386,10 +386,9 @@ func (p *Placer) queueWaiting(part *partition, jobs []job) {
 }
 
 // Record tells the placer that the loop record at loopOffset records a
-// status of a call: it returns the call if partition part held it (its
-// first status),
-// and no longer holds it (a worker that has not placed it skips it). The
-// call's ivr-calls record is done once Goka commits the loop record (what
+// status of a call: it returns the call if partition part held it (its first
+// status), and no longer holds it (a worker that has not placed it skips it).
+// The call's ivr-calls record is done once Goka commits the loop record (what
 // it wrote is acknowledged). Called on the partition's goroutine.
 func (p *Placer) Record(part int32, user, callID string, loopOffset int64) *pb.IVRCall {
 	owned := p.partition(part)
