@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -78,7 +79,7 @@ func TestClusterCallsLeaderKill(t *testing.T) {
 // preferred leaders, and waits until the leaders are so.
 func leadOnly(ctx context.Context, t *testing.T, c *kafkatest.Cluster, broker int32, lead, avoid string) {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(c.Addrs(), topology.Kafka{Brokers: c.Addrs()}.Sarama())
+	admin, err := sarama.NewClusterAdmin(c.Addrs(), kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: c.Addrs()}.Sarama())
 	if err != nil {
 		t.Fatal(err)
 	}

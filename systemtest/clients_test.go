@@ -24,6 +24,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -57,7 +58,7 @@ func TestClients(t *testing.T) {
 		contract[client] = pfx + "contract-" + client + "-"
 		specs = append(specs, topology.TopicSpec{Name: contract[client] + "onboarding", Retain: time.Hour})
 	}
-	k := topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: parts, Replication: 1, FlushFrequency: 5 * time.Millisecond}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: strings.Split(brokers, ","), Partitions: parts, Replication: 1, FlushFrequency: 5 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := topology.EnsureTopics(ctx, k, specs); err != nil {
@@ -129,7 +130,7 @@ func contractCommands() []*pb.Command {
 
 // produceContract sends the commands as ivrsched's Go code does: a Goka
 // emitter with topology's murmur2 hasher.
-func produceContract(t *testing.T, k topology.Kafka, topic string, cmds []*pb.Command) {
+func produceContract(t *testing.T, k kafkaclient.Kafka, topic string, cmds []*pb.Command) {
 	t.Helper()
 	em, err := goka.NewEmitter(k.Brokers, goka.Stream(topic), new(codec.Command), k.EmitterOptions()...)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -25,7 +26,7 @@ import (
 // min.insync.replicas=2, the broker that leads most of ivrsched's partitions
 // is killed with SIGKILL while follow-ups fire, and restarted 8 s later.
 // Nothing is lost, nothing fires early, no follow-up is dialed under two
-// call ids. Beside them ivrsched's producer (topology.Kafka.ProducerBuilder)
+// call ids. Beside them ivrsched's producer (kafkaclient.Kafka.ProducerBuilder)
 // writes numbered records through the kill: every record the brokers
 // acknowledged is on its topic afterwards.
 func TestClusterBrokerKill(t *testing.T) {
@@ -45,7 +46,7 @@ func TestClusterBrokerKill(t *testing.T) {
 	prov, sched, dial := startReplicated(t, brokers, pfx, parts)
 	checkReplicated(t, cluster, names, 3, "2")
 
-	acks := startAckWriter(t, topology.Kafka{Brokers: cluster.Addrs(), Partitions: parts, Replication: 3, FlushFrequency: time.Millisecond}, pfx+"acks")
+	acks := startAckWriter(t, kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: cluster.Addrs(), Partitions: parts, Replication: 3, FlushFrequency: time.Millisecond}, pfx+"acks")
 
 	const window = 45 * time.Second
 	begin := time.Now().Add(5 * time.Second)
@@ -130,7 +131,7 @@ type ackWriter struct {
 	err    error // the last failure
 }
 
-func startAckWriter(t *testing.T, k topology.Kafka, topic string) *ackWriter {
+func startAckWriter(t *testing.T, k kafkaclient.Kafka, topic string) *ackWriter {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -227,7 +228,7 @@ func checkReplicated(t *testing.T, c *kafkatest.Cluster, topics []string, replic
 			t.Fatalf("%s/%d has replicas %v, want %d", s.Topic, s.Partition, s.Replicas, replicas)
 		}
 	}
-	k := topology.Kafka{Brokers: c.Addrs()}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: c.Addrs()}
 	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
 	if err != nil {
 		t.Fatal(err)

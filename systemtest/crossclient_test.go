@@ -19,6 +19,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -290,7 +291,7 @@ func runNode(t *testing.T, dir string, args ...string) []byte {
 // (partitions without any left out).
 func partitionCounts(t *testing.T, brokers, topic string, parts int) map[int32]int {
 	t.Helper()
-	k := topology.Kafka{Brokers: strings.Split(brokers, ",")}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: strings.Split(brokers, ",")}
 	client, err := sarama.NewClient(k.Brokers, k.Sarama())
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +317,7 @@ func partitionCounts(t *testing.T, brokers, topic string, parts int) map[int32]i
 // waitTopic waits until topic exists with parts partitions.
 func waitTopic(t *testing.T, brokers, topic string, parts int, ivr *proc) {
 	t.Helper()
-	k := topology.Kafka{Brokers: strings.Split(brokers, ",")}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: strings.Split(brokers, ",")}
 	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/internal/providers/twilio/twiliotest"
 	"github.com/ivrsched/ivrsched/topology"
@@ -33,7 +34,7 @@ func produceCalls(t *testing.T, brokers, pfx string, partitions int, calls []*pb
 		want[followUp{c.GetUserId(), c.GetTaskId()}] = c.GetDueAt().AsTime()
 		recs = append(recs, keyed{c.GetUserId(), c})
 	}
-	k := topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}
 	emitAll(t, k, topology.NewTopics(pfx).Calls, new(codec.IVRCall), recs)
 	return want
 }
@@ -239,7 +240,7 @@ func endOffsets(t *testing.T, brokers, topic string) map[int32]int64 {
 func committedCalls(t *testing.T, brokers, pfx string) int64 {
 	t.Helper()
 	topics := topology.NewTopics(pfx)
-	k := topology.Kafka{Brokers: strings.Split(brokers, ",")}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: strings.Split(brokers, ",")}
 	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/internal/ratelimit"
 	"github.com/ivrsched/ivrsched/topology"
@@ -431,11 +432,11 @@ func first[T any](s []T) any {
 // (task → due time) and returns what is expected to fire.
 func schedule(t *testing.T, brokers, pfx string, partitions int, plan map[string]map[string]time.Time) map[followUp]time.Time {
 	t.Helper()
-	return scheduleOn(t, topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}, pfx, plan)
+	return scheduleOn(t, kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: strings.Split(brokers, ","), Partitions: partitions, Replication: 1, FlushFrequency: 5 * time.Millisecond}, pfx, plan)
 }
 
 // scheduleOn is schedule through the client settings k (TLS and SASL, say).
-func scheduleOn(t *testing.T, k topology.Kafka, pfx string, plan map[string]map[string]time.Time) map[followUp]time.Time {
+func scheduleOn(t *testing.T, k kafkaclient.Kafka, pfx string, plan map[string]map[string]time.Time) map[followUp]time.Time {
 	t.Helper()
 	want := map[followUp]time.Time{}
 	now := timestamppb.Now()
@@ -460,7 +461,7 @@ type keyed struct {
 
 // emitAll produces the records to topic with Goka's emitter (murmur2 keys),
 // all acknowledged before it returns.
-func emitAll(t *testing.T, k topology.Kafka, topic goka.Stream, c goka.Codec, recs []keyed) {
+func emitAll(t *testing.T, k kafkaclient.Kafka, topic goka.Stream, c goka.Codec, recs []keyed) {
 	t.Helper()
 	em, err := goka.NewEmitter(k.Brokers, topic, c, k.EmitterOptions()...)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -44,7 +45,7 @@ func TestPipeline(t *testing.T) {
 // topology.TombstoneRetention; the scheduler's loop topic exists.
 func checkTopicConfigs(t *testing.T, brokers string, topics topology.Topics) {
 	t.Helper()
-	k := topology.Kafka{Brokers: strings.Split(brokers, ",")}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: strings.Split(brokers, ",")}
 	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -83,7 +84,7 @@ func TestCallingWindows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 1))
 	from := time.Now().Add(10 * time.Second)
 	deferred := 0
-	k := topology.Kafka{Brokers: strings.Split(brokers, ","), Partitions: parts, Replication: 1, FlushFrequency: 5 * time.Millisecond}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: strings.Split(brokers, ","), Partitions: parts, Replication: 1, FlushFrequency: 5 * time.Millisecond}
 	em, err := goka.NewEmitter(k.Brokers, topology.NewTopics(pfx).Onboarding, new(codec.Command), k.EmitterOptions()...)
 	if err != nil {
 		t.Fatal(err)

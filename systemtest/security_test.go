@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -81,12 +82,12 @@ func TestSASLSSL(t *testing.T) {
 	awaitReady(t, web, ivr, 90*time.Second)
 	t.Logf("roles ready through SASL_SSL after %v", time.Since(began).Round(time.Millisecond))
 
-	clientTLS, err := topology.TLSFiles{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey}.Load()
+	clientTLS, err := kafkaclient.TLSFiles{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey}.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := topology.Kafka{Brokers: []string{addr}, Partitions: parts, Replication: 1, FlushFrequency: 5 * time.Millisecond,
-		Security: topology.Security{TLS: clientTLS, SASL: topology.SASL{Mechanism: topology.SASLScramSHA512, User: "alice", Password: "alice-secret"}}}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{addr}, Partitions: parts, Replication: 1, FlushFrequency: 5 * time.Millisecond,
+		Security: kafkaclient.Security{TLS: clientTLS, SASL: kafkaclient.SASL{Mechanism: kafkaclient.SASLScramSHA512, User: "alice", Password: "alice-secret"}}}
 	want := scheduleOn(t, k, pfx, spread(300, 2, time.Now().Add(3*time.Second), 4*time.Second))
 	r := prov.waitAll(t, want, time.Now().Add(90*time.Second), ivr)
 	r.check(t)

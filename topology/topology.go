@@ -1,5 +1,7 @@
-// Package topology names the topics and groups of ivrsched, builds the Kafka
-// client configuration every component shares, and creates the topics.
+// Package topology names the topics and groups of ivrsched, places keys on
+// partitions (Murmur2), creates the topics and lists each role's ACLs. The
+// Kafka client configuration every component shares is
+// internal/kafkaclient's.
 //
 //	producers ──► onboarding ──► [ivr-scheduler] ──► ivr-calls ──► [ivr-dialer] ──► ivr-results
 //	                   ticks ──►   │    table    │ ──► followup-events      │ table │

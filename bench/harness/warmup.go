@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -19,7 +20,7 @@ import (
 func WarmKafka(ctx context.Context, brokers []string, partitions int, d time.Duration) (int64, error) {
 	const topic = "ivrbench-warmup"
 	spec := []topology.TopicSpec{{Name: topic, Retain: time.Hour}}
-	if err := topology.EnsureTopics(ctx, topology.Kafka{Brokers: brokers, Partitions: partitions, Replication: 1}, spec); err != nil {
+	if err := topology.EnsureTopics(ctx, kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: brokers, Partitions: partitions, Replication: 1}, spec); err != nil {
 		return 0, fmt.Errorf("warm-up: %w", err)
 	}
 	cfg := sarama.NewConfig()

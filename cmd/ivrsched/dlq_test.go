@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -78,7 +79,7 @@ func TestDLQListAndReplay(t *testing.T) {
 	cli("onboard", "--user", "blocked", "--phone", "+14155550123", "--task", "t1", "--delay", "1s")
 
 	// An invalid number, produced as any client could (the CLI refuses it).
-	cfg := topology.Kafka{Brokers: []string{r.broker}, FlushFrequency: time.Millisecond}
+	cfg := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{r.broker}, FlushFrequency: time.Millisecond}
 	p, err := sarama.NewSyncProducer(cfg.Brokers, cfg.Sarama())
 	if err != nil {
 		t.Fatal(err)

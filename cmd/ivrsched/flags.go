@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -86,7 +87,7 @@ func (k *kafkaFlags) register(fs *flag.FlagSet, brokersDefault string) {
 	k.security.register(fs)
 }
 
-func (k *kafkaFlags) kafka(clientID string) (topology.Kafka, error) {
+func (k *kafkaFlags) kafka(clientID string) (kafkaclient.Kafka, error) {
 	var brokers []string
 	for _, b := range strings.Split(k.brokers, ",") {
 		b = strings.TrimSpace(b)
@@ -94,31 +95,31 @@ func (k *kafkaFlags) kafka(clientID string) (topology.Kafka, error) {
 			continue
 		}
 		if err := checkHostPort(b); err != nil {
-			return topology.Kafka{}, badFlag("brokers", "%q is not host:port (%v)", b, err)
+			return kafkaclient.Kafka{}, badFlag("brokers", "%q is not host:port (%v)", b, err)
 		}
 		brokers = append(brokers, b)
 	}
 	switch {
 	case len(brokers) == 0:
-		return topology.Kafka{}, badFlag("brokers", "empty; want host:port[,host:port...]")
+		return kafkaclient.Kafka{}, badFlag("brokers", "empty; want host:port[,host:port...]")
 	case k.partitions < 1 || k.partitions > 10000:
-		return topology.Kafka{}, badFlag("partitions", "%d; want 1 to 10000", k.partitions)
+		return kafkaclient.Kafka{}, badFlag("partitions", "%d; want 1 to 10000", k.partitions)
 	case k.replication < 1 || k.replication > 32:
-		return topology.Kafka{}, badFlag("replication", "%d; want 1 to 32", k.replication)
+		return kafkaclient.Kafka{}, badFlag("replication", "%d; want 1 to 32", k.replication)
 	case k.timeout <= 0:
-		return topology.Kafka{}, badFlag("timeout", "%v; want a positive duration like 10s", k.timeout)
+		return kafkaclient.Kafka{}, badFlag("timeout", "%v; want a positive duration like 10s", k.timeout)
 	case k.flush < 0:
-		return topology.Kafka{}, badFlag("flush", "%v; want a duration >= 0 like 1ms", k.flush)
-	case !topology.ValidFetchWait(k.fetchWait):
-		return topology.Kafka{}, badFlag("fetch-wait", "%v; want 0 or 1ms to 1s", k.fetchWait)
-	case !topology.ValidFetchWait(k.bgFetchWait):
-		return topology.Kafka{}, badFlag("background-fetch-wait", "%v; want 0 or 1ms to 1s", k.bgFetchWait)
+		return kafkaclient.Kafka{}, badFlag("flush", "%v; want a duration >= 0 like 1ms", k.flush)
+	case !kafkaclient.ValidFetchWait(k.fetchWait):
+		return kafkaclient.Kafka{}, badFlag("fetch-wait", "%v; want 0 or 1ms to 1s", k.fetchWait)
+	case !kafkaclient.ValidFetchWait(k.bgFetchWait):
+		return kafkaclient.Kafka{}, badFlag("background-fetch-wait", "%v; want 0 or 1ms to 1s", k.bgFetchWait)
 	}
 	sec, err := k.security.security()
 	if err != nil {
-		return topology.Kafka{}, err
+		return kafkaclient.Kafka{}, err
 	}
-	return topology.Kafka{Brokers: brokers, ClientID: clientID, Partitions: k.partitions, Replication: k.replication,
+	return kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: brokers, ClientID: clientID, Partitions: k.partitions, Replication: k.replication,
 		FlushFrequency: k.flush, FetchWait: k.fetchWait, BackgroundFetchWait: k.bgFetchWait, DialTimeout: k.timeout, Security: sec}, nil
 }
 

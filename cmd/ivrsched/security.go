@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/ivrsched/ivrsched/topology"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 )
 
 // The environment variables that hold the SASL credentials unless
@@ -48,11 +48,11 @@ func (s *securityFlags) set() bool {
 
 // security reads the TLS files and the SASL credentials. Errors name the
 // flag (or the environment variable) and never show a secret.
-func (s *securityFlags) security() (topology.Security, error) {
-	var sec topology.Security
+func (s *securityFlags) security() (kafkaclient.Security, error) {
+	var sec kafkaclient.Security
 	if s.tls || s.tlsCA != "" || s.tlsCert != "" || s.tlsKey != "" {
-		cfg, err := topology.TLSFiles{CA: s.tlsCA, Cert: s.tlsCert, Key: s.tlsKey}.Load()
-		var fe *topology.TLSFileError
+		cfg, err := kafkaclient.TLSFiles{CA: s.tlsCA, Cert: s.tlsCert, Key: s.tlsKey}.Load()
+		var fe *kafkaclient.TLSFileError
 		if errors.As(err, &fe) {
 			return sec, badFlag("tls-"+fe.Which, "%v", fe)
 		} else if err != nil {
@@ -70,21 +70,21 @@ func (s *securityFlags) security() (topology.Security, error) {
 			return sec, badFlag("sasl-credentials", "given, but no --sasl-mechanism; add --sasl-mechanism PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 		}
 		return sec, nil
-	case topology.SASLPlain, topology.SASLScramSHA256, topology.SASLScramSHA512:
+	case kafkaclient.SASLPlain, kafkaclient.SASLScramSHA256, kafkaclient.SASLScramSHA512:
 	default:
 		return sec, badFlag("sasl-mechanism", "%q; want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.saslMechanism)
 	}
-	if s.insecurePlain && mech != topology.SASLPlain {
+	if s.insecurePlain && mech != kafkaclient.SASLPlain {
 		return sec, badFlag("insecure-sasl-plain", "given, but --sasl-mechanism is not PLAIN; drop it")
 	}
 	user, password, err := s.credentials(mech)
 	if err != nil {
 		return sec, err
 	}
-	if mech == topology.SASLPlain && sec.TLS == nil && !s.insecurePlain {
+	if mech == kafkaclient.SASLPlain && sec.TLS == nil && !s.insecurePlain {
 		return sec, badFlag("sasl-mechanism", "PLAIN without TLS sends the password in clear; add --tls (with --tls-ca for a private authority), use SCRAM-SHA-512, or accept the risk with --insecure-sasl-plain")
 	}
-	sec.SASL = topology.SASL{Mechanism: mech, User: user, Password: password}
+	sec.SASL = kafkaclient.SASL{Mechanism: mech, User: user, Password: password}
 	sec.AllowPlainWithoutTLS = s.insecurePlain
 	return sec, nil
 }

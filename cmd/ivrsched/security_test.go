@@ -12,8 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
-	"github.com/ivrsched/ivrsched/topology"
 )
 
 // minimal arguments of each command that talks to Kafka, up to its Kafka
@@ -100,7 +100,7 @@ func TestSecurityFlagErrors(t *testing.T) {
 }
 
 // The credentials come from the environment or from --sasl-credentials,
-// and the TLS files are loaded, into topology.Kafka.Security.
+// and the TLS files are loaded, into kafkaclient.Kafka.Security.
 func TestSecurityFlagsReachKafkaConfig(t *testing.T) {
 	dir := t.TempDir()
 	certs, err := kafkatest.WriteCerts(dir)
@@ -111,7 +111,7 @@ func TestSecurityFlagsReachKafkaConfig(t *testing.T) {
 	if err := os.WriteFile(creds, []byte("# ivrsched\nusername=bob\npassword= from file \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if k := parseKafkaFlags(t); k.Security.TLS != nil || k.Security.SASL != (topology.SASL{}) {
+	if k := parseKafkaFlags(t); k.Security.TLS != nil || k.Security.SASL != (kafkaclient.SASL{}) {
 		t.Fatalf("no flags: %+v", k.Security)
 	}
 	t.Setenv(envSASLUsername, "alice")
@@ -120,7 +120,7 @@ func TestSecurityFlagsReachKafkaConfig(t *testing.T) {
 	if k.Security.TLS == nil || k.Security.TLS.RootCAs == nil || len(k.Security.TLS.Certificates) != 1 {
 		t.Fatalf("TLS files not loaded: %+v", k.Security.TLS)
 	}
-	if want := (topology.SASL{Mechanism: "SCRAM-SHA-512", User: "alice", Password: "from env"}); k.Security.SASL != want {
+	if want := (kafkaclient.SASL{Mechanism: "SCRAM-SHA-512", User: "alice", Password: "from env"}); k.Security.SASL != want {
 		t.Fatalf("SASL from the environment: %+v, want %+v", k.Security.SASL, want)
 	}
 	if k := parseKafkaFlags(t, "--sasl-mechanism", "PLAIN", "--insecure-sasl-plain"); k.Security.TLS != nil || !k.Security.AllowPlainWithoutTLS || k.Security.SASL.Mechanism != "PLAIN" {
@@ -130,7 +130,7 @@ func TestSecurityFlagsReachKafkaConfig(t *testing.T) {
 	if k.Security.TLS == nil || k.Security.TLS.RootCAs != nil {
 		t.Fatalf("--tls alone: %+v, want TLS with the system's roots", k.Security.TLS)
 	}
-	if want := (topology.SASL{Mechanism: "PLAIN", User: "bob", Password: " from file "}); k.Security.SASL != want {
+	if want := (kafkaclient.SASL{Mechanism: "PLAIN", User: "bob", Password: " from file "}); k.Security.SASL != want {
 		t.Fatalf("SASL from the file: %+v, want %+v (the file wins over the environment)", k.Security.SASL, want)
 	}
 }
@@ -178,7 +178,7 @@ func TestWrongPasswordFailsFast(t *testing.T) {
 }
 
 // --fetch-wait is the fetch wait of the fire's hops, --background-fetch-wait
-// that of the consumers off it (topology.Kafka.Background); 0 gives them
+// that of the consumers off it (kafkaclient.Kafka.Background); 0 gives them
 // --fetch-wait.
 func TestFetchWaitFlagsReachKafkaConfig(t *testing.T) {
 	waits := func(args ...string) (fire, background time.Duration) {
@@ -202,7 +202,7 @@ func TestFetchWaitFlagsReachKafkaConfig(t *testing.T) {
 
 // parseKafkaFlags is the Kafka config the flags every Kafka command has
 // give for args; it fails t if they do not parse or the config is invalid.
-func parseKafkaFlags(t *testing.T, args ...string) topology.Kafka {
+func parseKafkaFlags(t *testing.T, args ...string) kafkaclient.Kafka {
 	t.Helper()
 	var k kafkaFlags
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)

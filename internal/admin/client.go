@@ -14,6 +14,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -21,7 +22,7 @@ import (
 // groups, for what they own: the CLI's `show` and `upcoming`, and the web
 // page. Safe for concurrent use; each call connects to the cluster.
 type Client struct {
-	Kafka  topology.Kafka
+	Kafka  kafkaclient.Kafka
 	Topics topology.Topics
 	HTTP   *http.Client // nil: 10 s timeout, dialing only Peers
 	// Token is the deployment's admin token, sent to every instance.

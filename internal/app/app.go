@@ -29,6 +29,7 @@ import (
 	"github.com/ivrsched/ivrsched/internal/admin"
 	"github.com/ivrsched/ivrsched/internal/app/metrics"
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/localstore"
 	"github.com/ivrsched/ivrsched/internal/policy"
 	"github.com/ivrsched/ivrsched/internal/providers"
@@ -44,7 +45,7 @@ import (
 
 // Config is what the roles need.
 type Config struct {
-	Kafka  topology.Kafka
+	Kafka  kafkaclient.Kafka
 	Topics topology.Topics
 	// DataDir holds each role's local table stores (LevelDB), one folder per
 	// role. A store holds only what the changelog acknowledged, so after a
@@ -124,22 +125,22 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.DataDir == "" {
-		return fmt.Errorf("%w: no data directory", topology.ErrConfig)
+		return fmt.Errorf("%w: no data directory", kafkaclient.ErrConfig)
 	}
 	if (c.TwilioCallback != nil || c.WebhookCallback != nil) && c.CallbackHTTP == "" {
-		return fmt.Errorf("%w: status callbacks need their listener's address", topology.ErrConfig)
+		return fmt.Errorf("%w: status callbacks need their listener's address", kafkaclient.ErrConfig)
 	}
 	if c.CallbackHTTP != "" && (c.CallbackHTTP == c.AdminHTTP || c.CallbackHTTP == c.PprofHTTP) {
-		return fmt.Errorf("%w: the status callbacks' listener %s is public: it cannot serve the admin listener or pprof too", topology.ErrConfig, c.CallbackHTTP)
+		return fmt.Errorf("%w: the status callbacks' listener %s is public: it cannot serve the admin listener or pprof too", kafkaclient.ErrConfig, c.CallbackHTTP)
 	}
 	if c.PprofHTTP != "" && !IsLoopback(c.PprofHTTP) {
-		return fmt.Errorf("%w: pprof's address %s is not a loopback address", topology.ErrConfig, c.PprofHTTP)
+		return fmt.Errorf("%w: pprof's address %s is not a loopback address", kafkaclient.ErrConfig, c.PprofHTTP)
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < admin.MinTokenLength {
-		return fmt.Errorf("%w: the admin token has %d characters; want %d or more", topology.ErrConfig, len(c.AdminToken), admin.MinTokenLength)
+		return fmt.Errorf("%w: the admin token has %d characters; want %d or more", kafkaclient.ErrConfig, len(c.AdminToken), admin.MinTokenLength)
 	}
 	if c.AdminHTTP != "" && c.AdminToken == "" && !IsLoopback(c.AdminHTTP) {
-		return fmt.Errorf("%w: the admin listener %s is not on a loopback address and has no admin token", topology.ErrConfig, c.AdminHTTP)
+		return fmt.Errorf("%w: the admin listener %s is not on a loopback address and has no admin token", kafkaclient.ErrConfig, c.AdminHTTP)
 	}
 	return nil
 }
@@ -238,8 +239,8 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Scheduler {
-		em, err := newRevivingEmitter("ticks", cfg.Clock, log,
-			gokaEmitter(cfg.Kafka.Brokers, cfg.Topics.Ticks, new(codec.Tick), cfg.Kafka.EmitterOptions()...))
+		em, err := kafkaclient.NewRevivingEmitter("ticks", cfg.Clock, log,
+			kafkaclient.GokaEmitter(cfg.Kafka.Brokers, cfg.Topics.Ticks, new(codec.Tick), cfg.Kafka.EmitterOptions()...))
 		if err != nil {
 			return fmt.Errorf("tick emitter: %w", err)
 		}
@@ -367,7 +368,7 @@ func newStores(ctx context.Context, cfg Config, role string, log *slog.Logger) *
 
 // withStores adds to a processor's options a producer that tells its local
 // stores which table writes the changelog acknowledged.
-func withStores(opts []goka.ProcessorOption, stores *localstore.Stores, k topology.Kafka) []goka.ProcessorOption {
+func withStores(opts []goka.ProcessorOption, stores *localstore.Stores, k kafkaclient.Kafka) []goka.ProcessorOption {
 	return append(slices.Clip(opts), goka.WithProducerBuilder(stores.Producer(k.ProducerBuilder)))
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -45,7 +46,7 @@ func newCommitRig(t *testing.T, prefix string, cfg Config, hold func(topology.To
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Close)
-	cfg.Kafka = topology.Kafka{Brokers: cluster.ListenAddrs(), Partitions: 2, Replication: 1, FlushFrequency: time.Millisecond}
+	cfg.Kafka = kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: cluster.ListenAddrs(), Partitions: 2, Replication: 1, FlushFrequency: time.Millisecond}
 	cfg.Topics = topology.NewTopics(prefix)
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	"github.com/ivrsched/ivrsched/internal/app/metrics"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/policy"
 	"github.com/ivrsched/ivrsched/internal/providers"
 	"github.com/ivrsched/ivrsched/internal/providers/twilio"
@@ -38,8 +39,8 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 	dlog := log.With("role", "dialer")
 	stores := newStores(ctx, cfg, "dialer", log)
 	stores.Mark(placement.HasInFlight)
-	loop, err := newRevivingEmitter("dialer loop", cfg.Clock, dlog,
-		gokaEmitter(cfg.Kafka.Brokers, cfg.Topics.DialerLoop(), new(codec.CallStatus), cfg.Kafka.EmitterOptions()...))
+	loop, err := kafkaclient.NewRevivingEmitter("dialer loop", cfg.Clock, dlog,
+		kafkaclient.GokaEmitter(cfg.Kafka.Brokers, cfg.Topics.DialerLoop(), new(codec.CallStatus), cfg.Kafka.EmitterOptions()...))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dialer loop emitter: %w", err)
 	}
@@ -110,7 +111,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 	// recorded (placement, docs/design.md "The dialer").
 	r.commits = pl
 	// The dialer's hops are a placement's, not a fire's: its group fetches
-	// with the background wait (topology.Kafka.BackgroundFetchWait).
+	// with the background wait (kafkaclient.Kafka.BackgroundFetchWait).
 	r = r.supervised(cfg.Kafka.Background(), cfg.Topics.Dialer)
 	r.stores = stores
 	return d, pl, r, nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/providers"
 	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 	"github.com/ivrsched/ivrsched/topology"
@@ -115,7 +116,7 @@ func endToEnd(t *testing.T, users int, wrap func(*Config)) *Running {
 
 	prov := &placed{n: make(chan struct{}, 2*users)}
 	cfg := Config{
-		Kafka:    topology.Kafka{Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
+		Kafka:    kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
 		Topics:   topology.NewTopics("e2e-"),
 		DataDir:  t.TempDir(),
 		Provider: prov,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -63,7 +64,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	fault := make(chan struct{})
 	var held, failed atomic.Bool
 	cfg := Config{
-		Kafka:    topology.Kafka{Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
+		Kafka:    kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
 		Topics:   topology.NewTopics("health-"),
 		DataDir:  t.TempDir(),
 		HTTP:     web,

@@ -20,6 +20,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/deadletter"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -45,7 +46,7 @@ func TestMetricsAfterRun(t *testing.T) {
 
 	prov := &placed{n: make(chan struct{}, 2*soon)}
 	cfg := Config{
-		Kafka:    topology.Kafka{Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
+		Kafka:    kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
 		Topics:   topology.NewTopics("metrics-"),
 		DataDir:  t.TempDir(),
 		HTTP:     web,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lovoo/goka/storage"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -29,7 +30,7 @@ func TestUserLookupWhileRecoveringIsNotReady(t *testing.T) {
 	defer b.Close()
 	adminAddr := freeAddr(t)
 	cfg := Config{
-		Kafka:     topology.Kafka{Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
+		Kafka:     kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
 		Topics:    topology.NewTopics("notready-"),
 		DataDir:   t.TempDir(),
 		AdminHTTP: adminAddr, // loopback, no token: phones masked

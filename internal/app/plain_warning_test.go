@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -20,7 +21,7 @@ import (
 // (--insecure-sasl-plain), is not accepted silently: Run logs a warning at
 // start, and /readyz lists it.
 func TestPlainWithoutTLSIsWarned(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(topology.SASLPlain, "plain-user", "plain-secret"))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(kafkaclient.SASLPlain, "plain-user", "plain-secret"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +29,8 @@ func TestPlainWithoutTLSIsWarned(t *testing.T) {
 	var logs bytes.Buffer // read once Run has ended
 	web := freeAddr(t)
 	cfg := Config{
-		Kafka: topology.Kafka{Brokers: c.ListenAddrs(), Partitions: 2, Replication: 1, FlushFrequency: time.Millisecond,
-			Security: topology.Security{SASL: topology.SASL{Mechanism: topology.SASLPlain, User: "plain-user", Password: "plain-secret"}, AllowPlainWithoutTLS: true}},
+		Kafka: kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: c.ListenAddrs(), Partitions: 2, Replication: 1, FlushFrequency: time.Millisecond,
+			Security: kafkaclient.Security{SASL: kafkaclient.SASL{Mechanism: kafkaclient.SASLPlain, User: "plain-user", Password: "plain-secret"}, AllowPlainWithoutTLS: true}},
 		Topics:  topology.NewTopics("plain-"),
 		DataDir: t.TempDir(),
 		HTTP:    web,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/localstore"
 	"github.com/ivrsched/ivrsched/topology"
 	"github.com/lovoo/goka"
@@ -51,9 +52,9 @@ type role struct {
 	// partitions meanwhile. Set before supervised.
 	gate <-chan struct{}
 	// commits, if set, sees the marks of the role's consumer group before
-	// they are committed in order (topology.HoldCommits); set before
+	// they are committed in order (kafkaclient.HoldCommits); set before
 	// supervised.
-	commits topology.CommitKeeper
+	commits kafkaclient.CommitKeeper
 	// stores are the role's local table stores (restore progress); nil
 	// in tests that build roles by hand.
 	stores *localstore.Stores
@@ -77,7 +78,7 @@ func newRole(name, table string, log *slog.Logger, clk clock.Clock, newProcessor
 // supervised gives the role what its supervisor needs against a cluster:
 // a probe of the brokers, and the consumer group membership of its
 // processors, to take a failed one out of group.
-func (r *role) supervised(k topology.Kafka, group goka.Group) *role {
+func (r *role) supervised(k kafkaclient.Kafka, group goka.Group) *role {
 	r.parts = int32(k.Partitions)
 	probe := k
 	probe.DialTimeout = time.Second
@@ -88,9 +89,9 @@ func (r *role) supervised(k topology.Kafka, group goka.Group) *role {
 		}
 		return c.Close()
 	}
-	m := &membership{kafka: k, group: string(group), ended: r.sessionEnded, gate: r.gate, commits: r.commits}
-	r.leave = m.leave
-	r.extra = append(r.extra, m.option())
+	m := &kafkaclient.Membership{Kafka: k, Group: string(group), Ended: r.sessionEnded, Gate: r.gate, Commits: r.commits}
+	r.leave = m.Leave
+	r.extra = append(r.extra, m.Option())
 	return r
 }
 

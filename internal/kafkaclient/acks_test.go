@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
-
-	"github.com/ivrsched/ivrsched/topology"
 )
 
 // With ivrsched's producer, the records of one partition are written in
@@ -21,7 +19,7 @@ import (
 func TestAcknowledgementsOfAPartitionComeInEmitOrder(t *testing.T) {
 	_, k := broker(t)
 	topics(t, k, "acks")
-	p, err := k.ProducerBuilder(k.Brokers, k.ClientID, topology.Murmur2())
+	p, err := k.ProducerBuilder(k.Brokers, k.ClientID, k.Hasher)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,21 +10,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/ivrsched/ivrsched/topology"
 )
 
 // Sarama's producer keeps a circuit breaker per topic: after three emits in
 // a row whose topic's partitions it could not look up, it fails every emit
 // to that topic at once with breaker.ErrBreakerOpen, without asking the
-// brokers, for 10 s, even once they answer again (the reviving emitters of
-// internal/app build a new producer then). With the emitters' producer,
-// which writes a key again once its failed writes are answered.
+// brokers, for 10 s, even once they answer again (a RevivingEmitter builds
+// a new producer then). With the emitters' producer, which writes a key
+// again once its failed writes are answered.
 func TestProducerBreakerOpensAfterThreeFailedLookups(t *testing.T) {
 	c, k := broker(t)
 	// The topic is never created: its lookups fail.
 	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Topic: "gone", Err: kerr.UnknownTopicOrPartition, Count: -1})
-	p, err := k.EmitterProducers()(k.Brokers, k.ClientID, topology.Murmur2())
+	p, err := k.EmitterProducers()(k.Brokers, k.ClientID, k.Hasher)
 	if err != nil {
 		t.Fatal(err)
 	}

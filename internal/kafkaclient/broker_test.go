@@ -2,6 +2,9 @@ package kafkaclient
 
 import (
 	"context"
+	"errors"
+	"hash/fnv"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,39 +13,70 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/ivrsched/ivrsched/topology"
 )
 
 // broker starts a one-broker kfake cluster, stopped when t ends, and
 // returns it with ivrsched's client configuration for it (one partition).
-func broker(t *testing.T) (*kfake.Cluster, topology.Kafka) {
+func broker(t *testing.T) (*kfake.Cluster, Kafka) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c, topology.Kafka{Brokers: c.ListenAddrs(), ClientID: "behaviour", Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond}
+	return c, config(c, "behaviour")
 }
 
-// topics creates the topics (a name ending in "-table" compacted).
-func topics(t *testing.T, k topology.Kafka, names ...string) {
+// config is ivrsched's client configuration for c (one partition). The
+// topics of these tests have one partition each, so the hasher (ivrsched's
+// is topology.Murmur2, which this package does not import) places nothing.
+func config(c *kfake.Cluster, clientID string) Kafka {
+	return Kafka{Hasher: fnv.New32a, Brokers: c.ListenAddrs(), ClientID: clientID, Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond}
+}
+
+// topics creates the topics with one partition each (a name ending in
+// "-table" compacted, the others kept an hour), as topology.EnsureTopics
+// would, and waits until the broker lists them.
+func topics(t *testing.T, k Kafka, names ...string) {
 	t.Helper()
-	var specs []topology.TopicSpec
-	for _, n := range names {
-		specs = append(specs, topology.TopicSpec{Name: n, Retain: time.Hour, Compact: len(n) > 6 && n[len(n)-6:] == "-table"})
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := topology.EnsureTopics(ctx, k, specs); err != nil {
+	client, err := k.Connect(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	defer client.Close()
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		policy, retention := "delete", strconv.FormatInt(time.Hour.Milliseconds(), 10)
+		if len(n) > 6 && n[len(n)-6:] == "-table" {
+			policy = "compact"
+		}
+		err := admin.CreateTopic(n, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+			ConfigEntries: map[string]*string{"cleanup.policy": &policy, "retention.ms": &retention}}, false)
+		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			t.Fatalf("create topic %s: %v", n, err)
+		}
+	}
+	for {
+		err := client.RefreshMetadata(names...)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topics %v not listed: %v", names, err)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
 // produce writes values to partition 0 of topic under key, in order, and
 // returns their offsets.
-func produce(t *testing.T, k topology.Kafka, topic, key string, values ...string) []int64 {
+func produce(t *testing.T, k Kafka, topic, key string, values ...string) []int64 {
 	t.Helper()
 	p, err := sarama.NewSyncProducer(k.Brokers, k.Sarama())
 	if err != nil {

@@ -55,7 +55,7 @@ func (s markSession) MarkMessage(m *sarama.ConsumerMessage, meta string) {
 // session its Setup got) once the callback returned and every emit of that
 // record was acknowledged, and not otherwise in order: a later record that
 // emits nothing is marked while an earlier one's emit is held by the
-// broker. HoldCommits (topology/heldcommits.go) exists because of this.
+// broker. HoldCommits (heldcommits.go) exists because of this.
 func TestGokaMarksARecordOnceItsOwnEmitsAreAcknowledged(t *testing.T) {
 	c, k := broker(t)
 	topics(t, k, "in", "out")

@@ -11,8 +11,6 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
 	"github.com/lovoo/goka/storage"
-
-	"github.com/ivrsched/ivrsched/topology"
 )
 
 // watchedStorage is a memory storage that reports what Goka does with it:
@@ -75,7 +73,7 @@ func (s *watchedStorage) offsets() (restore, acks []int64) {
 
 // runView runs a view of table (one partition) on st until cancel is
 // called; done receives what Run returned.
-func runView(t *testing.T, k topology.Kafka, table string, st storage.Storage) (cancel func(), done <-chan error) {
+func runView(t *testing.T, k Kafka, table string, st storage.Storage) (cancel func(), done <-chan error) {
 	t.Helper()
 	opts := append(k.ViewOptions(), goka.WithViewStorageBuilder(func(string, int32) (storage.Storage, error) { return st, nil }))
 	v, err := goka.NewView(k.Brokers, goka.Table(table), new(codec.String), opts...)

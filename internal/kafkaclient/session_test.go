@@ -10,8 +10,6 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
 	"github.com/lovoo/goka/storage"
-
-	"github.com/ivrsched/ivrsched/topology"
 )
 
 // sessionLog is a consumer group whose sessions, as Goka gets them, log
@@ -85,7 +83,7 @@ func (s logSession) MarkOffset(topic string, part int32, next int64, meta string
 
 // loggedProcessor runs a processor of group with one input "in" whose
 // callback emits to "out" and writes its table, logging its sessions.
-func loggedProcessor(t *testing.T, k topology.Kafka, group string, log *eventLog, st storage.Storage) (cancel func(), done <-chan error) {
+func loggedProcessor(t *testing.T, k Kafka, group string, log *eventLog, st storage.Storage) (cancel func(), done <-chan error) {
 	t.Helper()
 	g := goka.DefineGroup(goka.Group(group),
 		goka.Input("in", new(codec.String), func(ctx goka.Context, msg any) {
@@ -123,7 +121,7 @@ func (s recoveryLog) MarkRecovered() error {
 
 // Goka restores a session's partitions inside the session's Setup: a
 // partition's MarkRecovered comes before Setup returns (placement relies
-// on the session being live at MarkRecovered; internal/app/early_claims.go
+// on the session being live at MarkRecovered; early_claims.go
 // lets the claims start meanwhile).
 func TestMarkRecoveredRunsInsideSetup(t *testing.T) {
 	_, k := broker(t)
@@ -142,7 +140,7 @@ func TestMarkRecoveredRunsInsideSetup(t *testing.T) {
 
 // When a session ends, Goka's Cleanup waits for the callbacks whose emits
 // are in flight (up to 60 s) and marks them before it returns, so Sarama's
-// last commit of the session has them (topology.HoldCommits ends a
+// last commit of the session has them (HoldCommits ends a
 // session's marks after Cleanup).
 func TestCleanupWaitsForInFlightEmits(t *testing.T) {
 	c, k := broker(t)

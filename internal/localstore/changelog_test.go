@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -26,7 +27,7 @@ import (
 // (ReadChangelog), one left to Goka's restore alone.
 type changelogRig struct {
 	cluster *kfake.Cluster
-	k       topology.Kafka
+	k       kafkaclient.Kafka
 	topic   string
 	prod    sarama.SyncProducer
 	offset  int64 // records written
@@ -57,7 +58,7 @@ const rigTopic = "table-table"
 func newRig(t *testing.T, brokers []string) *changelogRig {
 	t.Helper()
 	const topic = rigTopic
-	k := topology.Kafka{Brokers: brokers, Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond, FetchWait: 10 * time.Millisecond}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: brokers, Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond, FetchWait: 10 * time.Millisecond}
 	cfg := k.Sarama()
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
@@ -230,7 +231,7 @@ func TestStoreReadsItsChangelogFirst(t *testing.T) {
 func TestStoreReadsItsChangelogFirstOnKafka(t *testing.T) {
 	lowerCatchUp(t, 1000, 16<<10)
 	broker := kafkatest.StartForTest(t)
-	k := topology.Kafka{Brokers: []string{broker.Addr()}, Partitions: 1, Replication: 1}
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{broker.Addr()}, Partitions: 1, Replication: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{{Name: rigTopic, Compact: true}}); err != nil {

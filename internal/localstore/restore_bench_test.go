@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
 	"github.com/ivrsched/ivrsched/internal/localstore"
 	"github.com/ivrsched/ivrsched/topology"
@@ -69,7 +70,7 @@ const restorePartitions = 4
 
 // BenchmarkRestore measures what restoring a group table from its changelog
 // costs in ivrsched: a Goka view with ivrsched's Sarama configuration
-// (topology.Kafka) restores the changelog's four partitions into empty local
+// (kafkaclient.Kafka) restores the changelog's four partitions into empty local
 // stores (Stores.Builder), through the path a processor's partitions take
 // (Goka's PartitionTable.load). It prints each restore's wall time, the CPU
 // this process and the broker used, per record, and reports the medians.
@@ -88,7 +89,7 @@ func BenchmarkRestore(b *testing.B) {
 	broker := kafkatest.StartForTest(b,
 		kafkatest.WithJVMArgs("-Xms1g", "-Xmx1g", "-XX:-UseSerialGC", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:TieredStopAtLevel=4"),
 		kafkatest.WithProperty("log.segment.bytes", "1073741824"))
-	k := topology.Kafka{Brokers: []string{broker.Addr()}, Partitions: restorePartitions, Replication: 1,
+	k := kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{broker.Addr()}, Partitions: restorePartitions, Replication: 1,
 		FlushFrequency: 5 * time.Millisecond, FetchWait: time.Millisecond}
 	for _, c := range restoreCases {
 		c.pending = int(float64(c.pending) * *restoreScale)
@@ -182,7 +183,7 @@ func (r restoreRun) perRecord(d time.Duration) float64 {
 // fillChangelog writes the case's changelog to a new compacted topic and
 // returns how many records it holds: the pending users' values, then the
 // idle users' values (unless compacted) and their tombstones.
-func fillChangelog(b *testing.B, k topology.Kafka, topic string, c restoreCase) int {
+func fillChangelog(b *testing.B, k kafkaclient.Kafka, topic string, c restoreCase) int {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -271,7 +272,7 @@ func userValue(user string, now time.Time, pending, fired int) []byte {
 // returns what it cost, from the view's start to every partition
 // recovered. With catchUp the stores read their changelog themselves
 // first (Stores.ReadChangelog).
-func restoreOnce(b *testing.B, k topology.Kafka, topic string, brokerPID int, catchUp bool) restoreRun {
+func restoreOnce(b *testing.B, k kafkaclient.Kafka, topic string, brokerPID int, catchUp bool) restoreRun {
 	b.Helper()
 	dir, err := os.MkdirTemp(b.TempDir(), "stores")
 	if err != nil {
@@ -326,7 +327,7 @@ func restoreOnce(b *testing.B, k topology.Kafka, topic string, brokerPID int, ca
 // goroutine per partition fetches the changelog from its oldest offset to
 // its end with Sarama's fetch requests and applies each record as Goka's
 // restore does (Set or Delete, then SetOffset).
-func restoreDirectly(b *testing.B, k topology.Kafka, topic string, brokerPID int) restoreRun {
+func restoreDirectly(b *testing.B, k kafkaclient.Kafka, topic string, brokerPID int) restoreRun {
 	b.Helper()
 	dir, err := os.MkdirTemp(b.TempDir(), "stores")
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ivrsched/ivrsched/bench/harness"
 	"github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -77,7 +78,7 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 	s.topic = s.name + "-calls"
 	parts := max(env.Partitions, 1)
 	spec := []topology.TopicSpec{{Name: s.topic, Retain: time.Hour}}
-	if err := topology.EnsureTopics(ctx, topology.Kafka{Brokers: s.brokers, Partitions: parts, Replication: 1}, spec); err != nil {
+	if err := topology.EnsureTopics(ctx, kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: s.brokers, Partitions: parts, Replication: 1}, spec); err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
 	p, err := sarama.NewAsyncProducer(s.brokers, config())

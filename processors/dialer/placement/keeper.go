@@ -5,7 +5,7 @@ import (
 )
 
 // Begin, Mark and End make the placer the CommitKeeper of the dialer's
-// consumer group (topology.HoldCommits): Goka's marks of ivr-calls are
+// consumer group (kafkaclient.HoldCommits): Goka's marks of ivr-calls are
 // taken by the partitions' commits (commits.go), which mark on the live
 // session only up to the first call whose status is not recorded; Goka's
 // marks of the loop topic go on, to be committed in order by HoldCommits,
@@ -21,7 +21,7 @@ import (
 // and stop when the partition is given up or the session ends, whichever
 // comes first: nothing is marked on a session that ended.
 
-// KeepsOrder tells topology.HoldCommits which topics the placer commits in
+// KeepsOrder tells kafkaclient.HoldCommits which topics the placer commits in
 // order itself: ivr-calls and followup-events. The loop's marks it passes
 // on are committed in order there.
 func (p *Placer) KeepsOrder(topic string) bool {
@@ -93,7 +93,7 @@ func (p *Placer) newPartition(id int32) *partition {
 }
 
 // Claim takes a claim of session sess before Goka consumes it
-// (topology.ClaimWatcher): the claim of followup-events says where they
+// (kafkaclient.ClaimWatcher): the claim of followup-events says where they
 // ended when the session claimed them (the partition's calls wait until
 // the dialer consumed them up to there), the claim of ivr-calls where
 // those end (a recent Forget retires on a quiet partition once they are

@@ -1,10 +1,11 @@
-package topology
+package kafkaclient
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ import (
 )
 
 func TestSecurityValidate(t *testing.T) {
-	k := Kafka{Brokers: []string{"127.0.0.1:9092"}, Partitions: 1, Replication: 1}
+	k := Kafka{Hasher: fnv.New32a, Brokers: []string{"127.0.0.1:9092"}, Partitions: 1, Replication: 1}
 	for _, c := range []struct {
 		sasl SASL
 		want string // "" = valid
@@ -60,7 +61,7 @@ func TestSASLPlainNeedsTLS(t *testing.T) {
 		{Security{SASL: plain, AllowPlainWithoutTLS: true}, ""},
 		{Security{SASL: SASL{Mechanism: SASLScramSHA512, User: "u", Password: "p"}}, ""},
 	} {
-		k := Kafka{Brokers: []string{"127.0.0.1:9092"}, Partitions: 1, Replication: 1, Security: c.sec}
+		k := Kafka{Hasher: fnv.New32a, Brokers: []string{"127.0.0.1:9092"}, Partitions: 1, Replication: 1, Security: c.sec}
 		err := k.Validate()
 		switch {
 		case c.want == "" && err != nil:
@@ -77,7 +78,7 @@ func TestSASLPlainNeedsTLS(t *testing.T) {
 // its own (clients must not share one they might modify).
 func TestSaramaAppliesSecurity(t *testing.T) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: "kafka"}
-	k := Kafka{Brokers: []string{"127.0.0.1:9092"}, Security: Security{TLS: tc, SASL: SASL{Mechanism: SASLScramSHA512, User: "u", Password: "p"}}}
+	k := Kafka{Hasher: fnv.New32a, Brokers: []string{"127.0.0.1:9092"}, Security: Security{TLS: tc, SASL: SASL{Mechanism: SASLScramSHA512, User: "u", Password: "p"}}}
 	a, b := k.Sarama(), k.Sarama()
 	if !a.Net.TLS.Enable || a.Net.TLS.Config == nil || a.Net.TLS.Config.ServerName != "kafka" {
 		t.Fatalf("TLS not applied: %+v", a.Net.TLS)
@@ -91,7 +92,7 @@ func TestSaramaAppliesSecurity(t *testing.T) {
 	if err := a.Validate(); err != nil {
 		t.Fatalf("sarama rejects the config: %v", err)
 	}
-	if plain := (Kafka{Brokers: k.Brokers}).Sarama(); plain.Net.TLS.Enable || plain.Net.SASL.Enable {
+	if plain := (Kafka{Hasher: fnv.New32a, Brokers: k.Brokers}).Sarama(); plain.Net.TLS.Enable || plain.Net.SASL.Enable {
 		t.Fatal("zero Security enables TLS or SASL")
 	}
 }
@@ -163,7 +164,7 @@ func TestConnectTLSAndSASL(t *testing.T) {
 		t.Fatal(err)
 	}
 	connect := func(sec Security) (time.Duration, error) {
-		k := Kafka{Brokers: c.ListenAddrs(), Partitions: 1, Replication: 1, DialTimeout: 5 * time.Second, Security: sec}
+		k := Kafka{Hasher: fnv.New32a, Brokers: c.ListenAddrs(), Partitions: 1, Replication: 1, DialTimeout: 5 * time.Second, Security: sec}
 		if err := k.Validate(); err != nil {
 			t.Fatal(err)
 		}

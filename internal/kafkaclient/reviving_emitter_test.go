@@ -1,17 +1,16 @@
-package app
+package kafkaclient
 
 import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/eapache/go-resiliency/breaker"
 	"github.com/lovoo/goka"
-
-	"github.com/ivrsched/ivrsched/internal/clock"
 )
 
 // fakeEmitter answers each record with the next error of errs (nil once
@@ -41,8 +40,8 @@ func TestRevivingEmitterRebuildsAfterAnOpenBreaker(t *testing.T) {
 	refused := sarama.ProducerError{Msg: &sarama.ProducerMessage{Topic: "ticks"}, Err: breaker.ErrBreakerOpen}
 	first := &fakeEmitter{errs: []error{nil, errors.New("kafka: client has run out of available brokers"), refused, refused}}
 	var built []*fakeEmitter
-	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	r, err := newRevivingEmitter("ticks", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), func() (emitter, error) {
+	clk := &fakeClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	r, err := NewRevivingEmitter("ticks", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), func() (Emitter, error) {
 		e := first
 		if len(built) > 0 {
 			e = &fakeEmitter{}
@@ -86,3 +85,14 @@ func TestRevivingEmitterRebuildsAfterAnOpenBreaker(t *testing.T) {
 		t.Fatalf("Finish: %v, current finished %v", err, built[2].finished)
 	}
 }
+
+// fakeClock is a Clock that moves only when told (this package imports
+// nothing of ivrsched's, internal/clock neither).
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }

@@ -1,9 +1,10 @@
-package topology_test
+package kafkaclient
 
 import (
 	"context"
 	"errors"
 	"hash"
+	"hash/fnv"
 	"strconv"
 	"testing"
 	"time"
@@ -14,79 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/ivrsched/ivrsched/topology"
 )
-
-// Topics with three replicas get min.insync.replicas=2: with acks=all a
-// write is on two brokers before it counts, and one broker may be down.
-func TestEnsureTopicsSetsMinInSyncReplicas(t *testing.T) {
-	for replication, want := range map[int]int{1: 1, 2: 1, 3: 2, 5: 4} {
-		if got := (topology.Kafka{Replication: replication}).MinInSyncReplicas(); got != want {
-			t.Errorf("replication %d: min.insync.replicas %d, want %d", replication, got, want)
-		}
-	}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	k := topology.Kafka{Brokers: cluster.ListenAddrs(), Partitions: 2, Replication: 3}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	specs := topology.NewTopics("").Specs()
-	if err := topology.EnsureTopics(ctx, k, specs); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Sarama())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	for _, s := range specs {
-		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Name, ConfigNames: []string{"min.insync.replicas"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(entries) != 1 || entries[0].Value != "2" {
-			t.Errorf("%s: min.insync.replicas %+v, want 2", s.Name, entries)
-		}
-	}
-}
-
-// A second start finds its topics from a metadata request for them alone
-// (not a description of every topic of the cluster) and still refuses one
-// whose partitions or cleanup policy differ.
-func TestEnsureTopicsChecksExistingTopics(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	k := topology.Kafka{Brokers: cluster.ListenAddrs(), Partitions: 2, Replication: 1}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	specs := topology.NewTopics("a-").Specs()
-	for range 2 {
-		if err := topology.EnsureTopics(ctx, k, specs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wider := k
-	wider.Partitions = 3
-	if err := topology.EnsureTopics(ctx, wider, specs); !errors.Is(err, topology.ErrTopicMismatch) {
-		t.Errorf("3 partitions against 2: %v, want ErrTopicMismatch", err)
-	}
-	// A table topic that exists without compaction.
-	table := []topology.TopicSpec{{Name: "b-table", Retain: time.Hour}}
-	if err := topology.EnsureTopics(ctx, k, table); err != nil {
-		t.Fatal(err)
-	}
-	table[0].Compact = true
-	if err := topology.EnsureTopics(ctx, k, table); !errors.Is(err, topology.ErrTopicMismatch) {
-		t.Errorf("a table topic with cleanup.policy=delete: %v, want ErrTopicMismatch", err)
-	}
-}
 
 // The producers ivrsched builds are not idempotent (docs/design.md says
 // why): a batch that the broker wrote but answered with a retriable error
@@ -99,7 +28,7 @@ func TestProducerIsNotIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cluster.Close()
-	k := topology.Kafka{Brokers: cluster.ListenAddrs(), ClientID: "test", Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond}
+	k := config(cluster, "test")
 	withIdempotence := func(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
 		cfg := k.Sarama()
 		cfg.Producer.Idempotent = true
@@ -118,14 +47,12 @@ func TestProducerIsNotIdempotent(t *testing.T) {
 			topic := "idempotence-" + strconv.Itoa(tc.wantCopies)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{{Name: topic, Retain: time.Hour}}); err != nil {
-				t.Fatal(err)
-			}
+			topics(t, k, topic)
 			// The broker appends the batch, then answers with a
 			// retriable error, as when a follower fell out of the ISR.
 			fault := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.NotEnoughReplicasAfterAppend})
 			defer fault.Remove()
-			p, err := tc.build(k.Brokers, k.ClientID, topology.Murmur2())
+			p, err := tc.build(k.Brokers, k.ClientID, k.Hasher)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +112,7 @@ func readAll(ctx context.Context, t *testing.T, brokers []string, topic string) 
 // The consumers off a fire's path fetch with the background wait; the
 // others, and all when it is 0, with FetchWait.
 func TestBackgroundFetchWait(t *testing.T) {
-	k := topology.Kafka{Brokers: []string{"127.0.0.1:1"}, Partitions: 1, Replication: 1, FetchWait: time.Millisecond, BackgroundFetchWait: 10 * time.Millisecond}
+	k := Kafka{Hasher: fnv.New32a, Brokers: []string{"127.0.0.1:1"}, Partitions: 1, Replication: 1, FetchWait: time.Millisecond, BackgroundFetchWait: 10 * time.Millisecond}
 	if got := k.Background().Sarama().Consumer.MaxWaitTime; got != 10*time.Millisecond {
 		t.Fatalf("background max wait %v, want 10ms", got)
 	}
@@ -197,7 +124,7 @@ func TestBackgroundFetchWait(t *testing.T) {
 		t.Fatalf("background max wait without its own %v, want FetchWait's 1ms", got)
 	}
 	k.BackgroundFetchWait = 2 * time.Second
-	if err := k.Validate(); !errors.Is(err, topology.ErrConfig) {
+	if err := k.Validate(); !errors.Is(err, ErrConfig) {
 		t.Fatalf("Validate with a 2 s background wait: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package topology
+package kafkaclient
 
 import (
 	"context"
@@ -8,16 +8,16 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// markSession is Sarama's session: it records the marks that reach it.
+// recordingSession is Sarama's session: it records the marks that reach it.
 // It claims nothing (the claims of an input are kept in order: order_test).
-type markSession struct {
+type recordingSession struct {
 	sarama.ConsumerGroupSession
 	marks []string
 }
 
-func (s *markSession) Claims() map[string][]int32 { return nil }
+func (s *recordingSession) Claims() map[string][]int32 { return nil }
 
-func (s *markSession) MarkOffset(topic string, _ int32, offset int64, _ string) {
+func (s *recordingSession) MarkOffset(topic string, _ int32, offset int64, _ string) {
 	s.marks = append(s.marks, topic+"@"+string(rune('0'+offset)))
 }
 
@@ -43,23 +43,23 @@ type stubClaim struct{ sarama.ConsumerGroupClaim }
 func (stubClaim) Topic() string    { return "elsewhere" }
 func (stubClaim) Partition() int32 { return 0 }
 
-// gokaHandler marks like Goka: through the session its Setup got (the
+// gokaMarker marks like Goka: through the session its Setup got (the
 // message committer) and the one of ConsumeClaim.
-type gokaHandler struct{ t *testing.T }
+type gokaMarker struct{ t *testing.T }
 
-func (h gokaHandler) Setup(s sarama.ConsumerGroupSession) error {
+func (h gokaMarker) Setup(s sarama.ConsumerGroupSession) error {
 	s.MarkOffset("calls", 0, 1, "")
 	s.MarkOffset("loop", 0, 2, "")
 	return nil
 }
 
-func (h gokaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, _ sarama.ConsumerGroupClaim) error {
+func (h gokaMarker) ConsumeClaim(s sarama.ConsumerGroupSession, _ sarama.ConsumerGroupClaim) error {
 	s.MarkMessage(&sarama.ConsumerMessage{Topic: "calls", Offset: 2}, "")
 	s.MarkMessage(&sarama.ConsumerMessage{Topic: "events", Offset: 4}, "")
 	return nil
 }
 
-func (h gokaHandler) Cleanup(s sarama.ConsumerGroupSession) error {
+func (h gokaMarker) Cleanup(s sarama.ConsumerGroupSession) error {
 	s.MarkOffset("calls", 0, 5, "")
 	return nil
 }
@@ -72,7 +72,7 @@ type keeper struct {
 func (k *keeper) Begin(sarama.ConsumerGroupSession) { k.log = append(k.log, "begin") }
 func (k *keeper) End(sarama.ConsumerGroupSession)   { k.log = append(k.log, "end") }
 func (k *keeper) Mark(s sarama.ConsumerGroupSession, topic string, _ int32, next int64) bool {
-	if _, inner := s.(*markSession); !inner {
+	if _, inner := s.(*recordingSession); !inner {
 		panic("the keeper got Goka's session, not Sarama's")
 	}
 	k.log = append(k.log, topic+"@"+string(rune('0'+next)))
@@ -83,10 +83,10 @@ func (k *keeper) Mark(s sarama.ConsumerGroupSession, topic string, _ int32, next
 // the keeper and Sarama's session; the keeper hears of the session before
 // Goka's Setup and after its Cleanup.
 func TestHoldCommits(t *testing.T) {
-	sess := &markSession{}
+	sess := &recordingSession{}
 	k := &keeper{}
 	g := HoldCommits(oneSession{sess: sess}, k)
-	if err := g.Consume(context.Background(), nil, gokaHandler{t}); err != nil {
+	if err := g.Consume(context.Background(), nil, gokaMarker{t}); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"loop@2", "events@5"}; !slices.Equal(sess.marks, want) {
@@ -101,7 +101,7 @@ func TestHoldCommits(t *testing.T) {
 type watcher struct{ keeper }
 
 func (w *watcher) Claim(s sarama.ConsumerGroupSession, _ sarama.ConsumerGroupClaim) {
-	if _, inner := s.(*markSession); !inner {
+	if _, inner := s.(*recordingSession); !inner {
 		panic("the watcher got Goka's session, not Sarama's")
 	}
 	w.log = append(w.log, "claim")
@@ -111,7 +111,7 @@ func (w *watcher) Claim(s sarama.ConsumerGroupSession, _ sarama.ConsumerGroupCla
 // Goka consumes it.
 func TestHoldCommitsTellsOfClaims(t *testing.T) {
 	w := &watcher{}
-	if err := HoldCommits(oneSession{sess: &markSession{}}, w).Consume(context.Background(), nil, gokaHandler{t}); err != nil {
+	if err := HoldCommits(oneSession{sess: &recordingSession{}}, w).Consume(context.Background(), nil, gokaMarker{t}); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"begin", "calls@1", "loop@2", "claim", "calls@3", "events@5", "calls@5", "end"}; !slices.Equal(w.log, want) {

@@ -1,4 +1,4 @@
-package app
+package kafkaclient
 
 import (
 	"errors"
@@ -9,11 +9,9 @@ import (
 
 	"github.com/eapache/go-resiliency/breaker"
 	"github.com/lovoo/goka"
-
-	"github.com/ivrsched/ivrsched/internal/clock"
 )
 
-// revivingEmitter is a long-lived goka.Emitter (the scheduler's ticks, the
+// RevivingEmitter is a long-lived goka.Emitter (the scheduler's ticks, the
 // dialer's loop) that is built anew when Sarama's producer refuses records
 // with its circuit breaker open.
 //
@@ -30,43 +28,54 @@ import (
 // the old one is kept) and the old one is finished in the background.
 //
 // Emit is safe for concurrent use.
-type revivingEmitter struct {
-	build func() (emitter, error)
-	clock clock.Clock
+type RevivingEmitter struct {
+	build func() (Emitter, error)
+	clock Clock
 	log   *slog.Logger
 	name  string
 
 	refused atomic.Bool // a record came back refused by an open breaker
 	mu      sync.Mutex
-	em      emitter
+	em      Emitter
 	built   time.Time
 	old     sync.WaitGroup // old emitters finishing
 }
 
-// emitter is a *goka.Emitter.
-type emitter interface {
+// Emitter is what a RevivingEmitter builds and is: a *goka.Emitter.
+type Emitter interface {
 	Emit(key string, msg any) (*goka.Promise, error)
 	Finish() error
 }
 
-var _ emitter = (*goka.Emitter)(nil)
+var _ Emitter = (*goka.Emitter)(nil)
+
+// Clock is the time a RevivingEmitter reads (internal/clock's clocks are
+// ones).
+type Clock interface{ Now() time.Time }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
 
 // reviveEvery bounds how often an emitter is built anew.
 const reviveEvery = time.Second
 
-func newRevivingEmitter(name string, clk clock.Clock, log *slog.Logger, build func() (emitter, error)) (*revivingEmitter, error) {
+// NewRevivingEmitter builds the first emitter with build and returns the
+// RevivingEmitter that builds the next ones with it; name names it in the
+// log. A nil clk is the system clock.
+func NewRevivingEmitter(name string, clk Clock, log *slog.Logger, build func() (Emitter, error)) (*RevivingEmitter, error) {
 	if clk == nil {
-		clk = clock.Real{}
+		clk = realClock{}
 	}
 	em, err := build()
 	if err != nil {
 		return nil, err
 	}
-	return &revivingEmitter{build: build, clock: clk, log: log, name: name, em: em, built: clk.Now()}, nil
+	return &RevivingEmitter{build: build, clock: clk, log: log, name: name, em: em, built: clk.Now()}, nil
 }
 
 // Emit sends msg keyed by key through the current emitter.
-func (r *revivingEmitter) Emit(key string, msg any) (*goka.Promise, error) {
+func (r *RevivingEmitter) Emit(key string, msg any) (*goka.Promise, error) {
 	em := r.current()
 	prom, err := em.Emit(key, msg)
 	if err != nil {
@@ -81,7 +90,7 @@ func (r *revivingEmitter) Emit(key string, msg any) (*goka.Promise, error) {
 
 // current returns the emitter to use, built anew first if a record was
 // refused by an open breaker.
-func (r *revivingEmitter) current() emitter {
+func (r *RevivingEmitter) current() Emitter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.refused.Load() || r.clock.Now().Sub(r.built) < reviveEvery {
@@ -108,16 +117,16 @@ func (r *revivingEmitter) current() emitter {
 }
 
 // Finish flushes and closes the current emitter, after the replaced ones.
-func (r *revivingEmitter) Finish() error {
+func (r *RevivingEmitter) Finish() error {
 	r.old.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.em.Finish()
 }
 
-// gokaEmitter builds a goka.Emitter of topic for a revivingEmitter.
-func gokaEmitter(brokers []string, topic goka.Stream, c goka.Codec, opts ...goka.EmitterOption) func() (emitter, error) {
-	return func() (emitter, error) {
+// GokaEmitter builds a goka.Emitter of topic for a RevivingEmitter.
+func GokaEmitter(brokers []string, topic goka.Stream, c goka.Codec, opts ...goka.EmitterOption) func() (Emitter, error) {
+	return func() (Emitter, error) {
 		em, err := goka.NewEmitter(brokers, topic, c, opts...)
 		if err != nil {
 			return nil, err

@@ -1,4 +1,4 @@
-package topology
+package kafkaclient
 
 import (
 	"errors"
@@ -160,7 +160,7 @@ func (k *keyOrder) answered(msg *sarama.ProducerMessage, err error) {
 	if msg == nil {
 		var pe *sarama.ProducerError
 		if !errors.As(err, &pe) || pe.Msg == nil {
-			panic(fmt.Sprintf("topology: a producer's answer without its message: %v", err))
+			panic(fmt.Sprintf("kafkaclient: a producer's answer without its message: %v", err))
 		}
 		msg = pe.Msg
 	}

@@ -1,4 +1,4 @@
-package app
+package kafkaclient
 
 import (
 	"context"
@@ -9,13 +9,11 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
-
-	"github.com/ivrsched/ivrsched/topology"
 )
 
-// membership remembers the consumer group member id of a role's processor,
+// Membership remembers the consumer group member id of a role's processor,
 // so that after the processor failed (a lost broker, say) the role can take
-// that member out of the group before it joins again. Without it the group
+// that member out of the group (Leave) before it joins again. Without it the group
 // keeps the dead member until its session times out (10 s by default) and
 // the rejoin waits that long after the broker is back. A processor that
 // closes while the broker answers leaves by itself; one with static
@@ -23,45 +21,47 @@ import (
 //
 // Its sessions also start their partition consumers while Goka restores
 // the partitions (earlyClaims).
-type membership struct {
-	kafka topology.Kafka
-	group string
-	ended func(clean bool) // told at each session's end; nil: nobody
-	gate  <-chan struct{}  // closed when callbacks may run; nil: at once
-	// commits, if set, sees the group's commits first (topology.HoldCommits,
-	// which commits every input partition in order).
-	commits topology.CommitKeeper
+//
+// Set the exported fields before Option; a Membership serves one processor.
+type Membership struct {
+	Kafka Kafka
+	Group string
+	Ended func(clean bool) // told at each session's end; nil: nobody
+	Gate  <-chan struct{}  // closed when callbacks may run; nil: at once
+	// Commits, if set, sees the group's commits first (HoldCommits, which
+	// commits every input partition in order).
+	Commits CommitKeeper
 
 	mu     sync.Mutex
 	member string
 }
 
-// option wraps the role's consumer group so that its commits are kept in
+// Option wraps the role's consumer group so that its commits are kept in
 // order and each session's member id is recorded. It goes after the
-// cluster's own options.
-func (m *membership) option() goka.ProcessorOption {
+// cluster's own options (Kafka.ProcessorOptions).
+func (m *Membership) Option() goka.ProcessorOption {
 	return goka.WithConsumerGroupBuilder(func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
-		cg, err := m.kafka.ConsumerGroupBuilder(brokers, group, clientID)
+		cg, err := m.Kafka.ConsumerGroupBuilder(brokers, group, clientID)
 		if err != nil {
 			return nil, err
 		}
 		// Each input partition is committed only up to its first record
 		// whose writes Kafka has not acknowledged.
-		cg = topology.HoldCommits(cg, m.commits)
+		cg = HoldCommits(cg, m.Commits)
 		return memberRecorder{ConsumerGroup: cg, m: m}, nil
 	})
 }
 
-// leave takes the last recorded member out of the group, if it is still in.
-func (m *membership) leave(ctx context.Context) error {
+// Leave takes the last recorded member out of the group, if it is still in.
+func (m *Membership) Leave(ctx context.Context) error {
 	m.mu.Lock()
 	member := m.member
 	m.member = ""
 	m.mu.Unlock()
-	if member == "" || m.kafka.InstanceID != "" {
+	if member == "" || m.Kafka.InstanceID != "" {
 		return nil
 	}
-	client, err := m.kafka.Connect(ctx)
+	client, err := m.Kafka.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (m *membership) leave(ctx context.Context) error {
 		if err == nil || attempt == leaveAttempts || !retriable(err) {
 			return err
 		}
-		if err := client.RefreshCoordinator(m.group); err != nil && attempt == leaveAttempts-1 {
+		if err := client.RefreshCoordinator(m.Group); err != nil && attempt == leaveAttempts-1 {
 			return err
 		}
 		select {
@@ -93,18 +93,18 @@ func retriable(err error) bool {
 		errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) || errors.Is(err, sarama.ErrNotEnoughReplicas)
 }
 
-func (m *membership) leaveOnce(client sarama.Client, member string) error {
-	coord, err := client.Coordinator(m.group)
+func (m *Membership) leaveOnce(client sarama.Client, member string) error {
+	coord, err := client.Coordinator(m.Group)
 	if err != nil {
-		return fmt.Errorf("coordinator of %s: %w", m.group, err)
+		return fmt.Errorf("coordinator of %s: %w", m.Group, err)
 	}
-	resp, err := coord.LeaveGroup(&sarama.LeaveGroupRequest{Version: 4, GroupId: m.group, Members: []sarama.MemberIdentity{{MemberId: member}}})
+	resp, err := coord.LeaveGroup(&sarama.LeaveGroupRequest{Version: 4, GroupId: m.Group, Members: []sarama.MemberIdentity{{MemberId: member}}})
 	if err != nil {
-		return fmt.Errorf("leave group %s: %w", m.group, err)
+		return fmt.Errorf("leave group %s: %w", m.Group, err)
 	}
 	for _, e := range append([]sarama.KError{resp.Err}, memberErrs(resp)...) {
 		if e != sarama.ErrNoError && !errors.Is(e, sarama.ErrUnknownMemberId) {
-			return fmt.Errorf("leave group %s: %w", m.group, e)
+			return fmt.Errorf("leave group %s: %w", m.Group, e)
 		}
 	}
 	return nil
@@ -120,24 +120,24 @@ func memberErrs(r *sarama.LeaveGroupResponse) []sarama.KError {
 
 type memberRecorder struct {
 	sarama.ConsumerGroup
-	m *membership
+	m *Membership
 }
 
 func (r memberRecorder) Consume(ctx context.Context, topics []string, h sarama.ConsumerGroupHandler) error {
-	return r.ConsumerGroup.Consume(ctx, topics, sessionRecorder{ConsumerGroupHandler: &earlyClaims{ConsumerGroupHandler: h, gate: r.m.gate}, m: r.m})
+	return r.ConsumerGroup.Consume(ctx, topics, sessionRecorder{ConsumerGroupHandler: &earlyClaims{ConsumerGroupHandler: h, gate: r.m.Gate}, m: r.m})
 }
 
 type sessionRecorder struct {
 	sarama.ConsumerGroupHandler
-	m *membership
+	m *Membership
 }
 
 // Cleanup ends the session (Goka closes the partitions' stores) and tells
 // whether it ended cleanly: Goka's Cleanup fails when a partition did.
 func (s sessionRecorder) Cleanup(sess sarama.ConsumerGroupSession) error {
 	err := s.ConsumerGroupHandler.Cleanup(sess)
-	if s.m.ended != nil {
-		s.m.ended(err == nil)
+	if s.m.Ended != nil {
+		s.m.Ended(err == nil)
 	}
 	return err
 }

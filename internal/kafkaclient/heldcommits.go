@@ -1,4 +1,4 @@
-package topology
+package kafkaclient
 
 import (
 	"context"
