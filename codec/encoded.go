@@ -49,6 +49,13 @@ func EncodeFitting(m proto.Message, bound int, trim func(excess int) int) (b Enc
 // the broker counts a batch's header (61 bytes) against max.message.bytes.
 const recordFraming = 128
 
+// MaxIDBytes bounds, in bytes, each id of the contract: a user id (a
+// record's key), a task id, a call id and a campaign id. A command that
+// names a longer one is dead-lettered (too_long) rather than applied, so a
+// record's key, and so the framing of every value keyed by it, stays
+// within this bound (ValueBound).
+const MaxIDBytes = 256
+
 // ValueBound is the largest value a producer with Producer.MaxMessageBytes
 // maxMessageBytes writes in one record keyed by up to maxKey bytes, without
 // headers.

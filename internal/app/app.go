@@ -252,7 +252,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			Clock:         cfg.Clock,
 			Default:       cfg.Default,
 			Limits:        cfg.Limits,
-			MaxValueBytes: scheduler.ValueBound(cfg.Kafka.Sarama()),
+			MaxValueBytes: kafkaclient.ValueBound(cfg.Kafka.Sarama()),
 			Partitions:    int32(cfg.Kafka.Partitions),
 			TickGap:       cfg.TickGap,
 			Retain:        cfg.Retain,

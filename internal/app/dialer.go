@@ -21,7 +21,6 @@ import (
 	"github.com/ivrsched/ivrsched/internal/providers/webhook"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/dialer/placement"
-	"github.com/ivrsched/ivrsched/processors/scheduler"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -78,7 +77,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		Policy:  pol,
 		Logger:  dlog,
 		// The dialer's table is written by a producer configured alike.
-		MaxValueBytes: scheduler.ValueBound(cfg.Kafka.Sarama()),
+		MaxValueBytes: kafkaclient.ValueBound(cfg.Kafka.Sarama()),
 	})
 	if err != nil {
 		return nil, nil, nil, errors.Join(err, loop.Finish())

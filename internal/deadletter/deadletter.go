@@ -38,7 +38,7 @@ type Writer struct {
 	// against Producer.MaxMessageBytes (its key, value and headers): a
 	// letter larger than that keeps the rejected record's size and digest
 	// instead of its value (DeadLetter.truncated). The processors give it
-	// the bound of their table's values, scheduler.ValueBound of the
+	// the bound of their table's values, kafkaclient.ValueBound of the
 	// producer's config, which leaves room for a record's framing. 0: no
 	// bound.
 	MaxBytes int

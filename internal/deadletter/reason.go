@@ -58,7 +58,7 @@ const (
 	// --max-pending.
 	ReasonTooManyPending Reason = "too_many_pending"
 	// A user, task or call id, campaign id or script longer than its bound
-	// (scheduler.MaxIDBytes, MaxScriptBytes).
+	// (codec.MaxIDBytes, scheduler.MaxScriptBytes).
 	ReasonTooLong Reason = "too_long"
 	// The user's stored value, with the record applied, would be larger
 	// than a record of the table may be: the record is not applied, the

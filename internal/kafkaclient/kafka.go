@@ -11,6 +11,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
+
+	"github.com/ivrsched/ivrsched/codec"
 )
 
 // Kafka is the client configuration every component of ivrsched shares.
@@ -163,6 +165,14 @@ func (k Kafka) Sarama() *sarama.Config {
 	c.Producer.Partitioner = sarama.NewCustomHashPartitioner(k.Hasher)
 	k.Security.apply(c)
 	return c
+}
+
+// ValueBound is the largest value a producer configured as c writes in
+// one record keyed by an id of the contract (at most codec.MaxIDBytes):
+// Producer.MaxMessageBytes less the key and a record's framing. It bounds
+// a user's value in a processor's table, and each dead letter.
+func ValueBound(c *sarama.Config) int {
+	return codec.ValueBound(c.Producer.MaxMessageBytes, codec.MaxIDBytes)
 }
 
 // ProcessorOptions wires a Goka processor to this cluster: its Hasher,

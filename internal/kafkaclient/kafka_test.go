@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ivrsched/ivrsched/codec"
 )
 
 // The producers ivrsched builds are not idempotent (docs/design.md says
@@ -126,5 +128,20 @@ func TestBackgroundFetchWait(t *testing.T) {
 	k.BackgroundFetchWait = 2 * time.Second
 	if err := k.Validate(); !errors.Is(err, ErrConfig) {
 		t.Fatalf("Validate with a 2 s background wait: %v", err)
+	}
+}
+
+// The largest value ValueBound lets through, under the longest key, is a
+// record the producer accepts (Sarama's own count of its size), with room
+// for a record batch's header, which the broker counts.
+func TestValueBoundFitsTheProducer(t *testing.T) {
+	c := sarama.NewConfig()
+	bound := ValueBound(c)
+	m := &sarama.ProducerMessage{Key: sarama.ByteEncoder(make([]byte, codec.MaxIDBytes)), Value: sarama.ByteEncoder(make([]byte, bound))}
+	if n := m.ByteSize(2); n+61 > c.Producer.MaxMessageBytes {
+		t.Fatalf("a record of the bound counts %d bytes (+61 of batch header), MaxMessageBytes %d", n, c.Producer.MaxMessageBytes)
+	}
+	if bound < c.Producer.MaxMessageBytes-1024 {
+		t.Fatalf("bound %d wastes more than 1 KiB of %d", bound, c.Producer.MaxMessageBytes)
 	}
 }

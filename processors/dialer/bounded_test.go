@@ -16,7 +16,6 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/deadletter"
 	"github.com/ivrsched/ivrsched/internal/providers"
-	"github.com/ivrsched/ivrsched/processors/scheduler"
 )
 
 // A user's value stays within MaxValueBytes whatever History allows: the
@@ -88,7 +87,7 @@ func TestCallWithTooLongIDs(t *testing.T) {
 	rec := &recorder{}
 	h := setup(t, rec, 1)
 	dlq := h.tt.NewQueueTracker(string(h.topics.DialerDLQ))
-	long := strings.Repeat("x", scheduler.MaxIDBytes+1)
+	long := strings.Repeat("x", codec.MaxIDBytes+1)
 	c := call("u1", long)
 	h.tt.Consume(string(h.topics.Calls), "u1", c)
 	c = call("u1", "c2")

@@ -42,8 +42,8 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/deadletter"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/policy"
-	"github.com/ivrsched/ivrsched/processors/scheduler"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -94,7 +94,7 @@ type Config struct {
 	// MaxValueBytes bounds a user's encoded value: a value that would be
 	// larger loses its oldest records first. 0: what the table's producer
 	// accepts by Sarama's default Producer.MaxMessageBytes
-	// (scheduler.ValueBound). It bounds each dead letter's record too
+	// (kafkaclient.ValueBound). It bounds each dead letter's record too
 	// (deadletter.Writer.MaxBytes).
 	MaxValueBytes int
 	// OnFinal, if set, is called with each call's final outcome, once per
@@ -121,7 +121,7 @@ func (c *Config) setDefaults() {
 		c.History = 64
 	}
 	if c.MaxValueBytes <= 0 {
-		c.MaxValueBytes = scheduler.ValueBound(sarama.NewConfig())
+		c.MaxValueBytes = kafkaclient.ValueBound(sarama.NewConfig())
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -273,7 +273,7 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 		// keep its record.
 		d.cfg.Placer.Track(part, offset)
 		d.Stats.Invalid.Add(1)
-		d.dlq.Send(ctx, deadletter.ReasonTooLong, fmt.Sprintf("the call's %s is longer than %d bytes: not placed", longID(ctx.Key(), call), scheduler.MaxIDBytes), deadletter.Value(call))
+		d.dlq.Send(ctx, deadletter.ReasonTooLong, fmt.Sprintf("the call's %s is longer than %d bytes: not placed", longID(ctx.Key(), call), codec.MaxIDBytes), deadletter.Value(call))
 		return
 	}
 	if call.GetUserId() == "" {
@@ -318,7 +318,7 @@ func (d *Dialer) onCall(ctx goka.Context, msg any) {
 // longer than the scheduler accepts, or is "".
 func longID(key string, c *pb.IVRCall) string {
 	for _, id := range [...]struct{ name, v string }{{"key", key}, {"user id", c.GetUserId()}, {"call id", c.GetCallId()}, {"task id", c.GetTaskId()}} {
-		if len(id.v) > scheduler.MaxIDBytes {
+		if len(id.v) > codec.MaxIDBytes {
 			return id.name
 		}
 	}

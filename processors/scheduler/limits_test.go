@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/deadletter"
 )
@@ -129,18 +129,18 @@ func TestLengthBounds(t *testing.T) {
 		return f
 	}
 	ok := []*pb.Command{
-		onboard(long(MaxIDBytes), delay(long(MaxIDBytes), time.Hour)),
-		onboard("u1", withAction(&pb.Action{IvrScript: long(MaxScriptBytes), CampaignId: long(MaxIDBytes)})),
+		onboard(long(codec.MaxIDBytes), delay(long(codec.MaxIDBytes), time.Hour)),
+		onboard("u1", withAction(&pb.Action{IvrScript: long(MaxScriptBytes), CampaignId: long(codec.MaxIDBytes)})),
 	}
 	bad := []*pb.Command{
-		onboard(long(MaxIDBytes + 1)),
-		onboard("u1", delay(long(MaxIDBytes+1), time.Hour)),
+		onboard(long(codec.MaxIDBytes + 1)),
+		onboard("u1", delay(long(codec.MaxIDBytes+1), time.Hour)),
 		onboard("u1", withAction(&pb.Action{IvrScript: long(MaxScriptBytes + 1)})),
-		onboard("u1", withAction(&pb.Action{CampaignId: long(MaxIDBytes + 1)})),
-		{UserId: "u1", Command: &pb.Command_Cancel{Cancel: &pb.Cancel{TaskId: long(MaxIDBytes + 1)}}},
-		{UserId: "u1", Command: &pb.Command_RunNow{RunNow: &pb.RunNow{TaskId: long(MaxIDBytes + 1)}}},
-		{UserId: "u1", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{TaskId: long(MaxIDBytes + 1), When: &pb.Reschedule_Delay{}}}},
-		{UserId: "u1", Command: &pb.Command_CallEnded{CallEnded: &pb.CallEnded{TaskId: "a", CallId: long(MaxIDBytes + 1), Attempt: 1, Outcome: pb.Outcome_OUTCOME_ANSWERED}}},
+		onboard("u1", withAction(&pb.Action{CampaignId: long(codec.MaxIDBytes + 1)})),
+		{UserId: "u1", Command: &pb.Command_Cancel{Cancel: &pb.Cancel{TaskId: long(codec.MaxIDBytes + 1)}}},
+		{UserId: "u1", Command: &pb.Command_RunNow{RunNow: &pb.RunNow{TaskId: long(codec.MaxIDBytes + 1)}}},
+		{UserId: "u1", Command: &pb.Command_Reschedule{Reschedule: &pb.Reschedule{TaskId: long(codec.MaxIDBytes + 1), When: &pb.Reschedule_Delay{}}}},
+		{UserId: "u1", Command: &pb.Command_CallEnded{CallEnded: &pb.CallEnded{TaskId: "a", CallId: long(codec.MaxIDBytes + 1), Attempt: 1, Outcome: pb.Outcome_OUTCOME_ANSWERED}}},
 	}
 	for i, cmd := range ok {
 		if _, _, err := Validate(cmd.GetUserId(), cmd, t0, DefaultLimits()); err != nil {
@@ -157,27 +157,12 @@ func TestLengthBounds(t *testing.T) {
 	// An over-long key is too long before it is a mismatch (whose detail
 	// quotes it whole).
 	forget := &pb.Command{UserId: "u1", Command: &pb.Command_Forget{Forget: &pb.Forget{}}}
-	if _, _, err := Validate(long(MaxIDBytes+1), forget, t0, DefaultLimits()); !isReason(err, deadletter.ReasonTooLong) {
+	if _, _, err := Validate(long(codec.MaxIDBytes+1), forget, t0, DefaultLimits()); !isReason(err, deadletter.ReasonTooLong) {
 		t.Errorf("a Forget under a long key: %v, want %s", err, deadletter.ReasonTooLong)
 	}
 	h.send("u1", bad[2])
 	h.expectRejected("u1", deadletter.ReasonTooLong)
 	if h.state("u1") != nil {
 		t.Fatal("a rejected command wrote the user's value")
-	}
-}
-
-// The largest value ValueBound lets through, under the longest key, is a
-// record the producer accepts (Sarama's own count of its size), with room
-// for a record batch's header, which the broker counts.
-func TestValueBoundFitsTheProducer(t *testing.T) {
-	c := sarama.NewConfig()
-	bound := ValueBound(c)
-	m := &sarama.ProducerMessage{Key: sarama.ByteEncoder(make([]byte, MaxIDBytes)), Value: sarama.ByteEncoder(make([]byte, bound))}
-	if n := m.ByteSize(2); n+61 > c.Producer.MaxMessageBytes {
-		t.Fatalf("a record of the bound counts %d bytes (+61 of batch header), MaxMessageBytes %d", n, c.Producer.MaxMessageBytes)
-	}
-	if bound < c.Producer.MaxMessageBytes-1024 {
-		t.Fatalf("bound %d wastes more than 1 KiB of %d", bound, c.Producer.MaxMessageBytes)
 	}
 }

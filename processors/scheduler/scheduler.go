@@ -25,6 +25,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/deadletter"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/policy"
 	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 	"github.com/ivrsched/ivrsched/topology"
@@ -50,7 +51,7 @@ type Config struct {
 	// MaxValueBytes bounds a user's encoded value: a command or wake that
 	// would make it larger is dead-lettered (state_too_large) and the value
 	// stays as it was. 0: what the table's producer accepts by Sarama's
-	// default Producer.MaxMessageBytes (ValueBound). It bounds each dead
+	// default Producer.MaxMessageBytes (kafkaclient.ValueBound). It bounds each dead
 	// letter's record too (deadletter.Writer.MaxBytes).
 	MaxValueBytes int
 	// Partitions of the co-partitioned topics. A command whose key belongs
@@ -121,7 +122,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.Default()
 	}
 	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = ValueBound(sarama.NewConfig())
+		c.MaxValueBytes = kafkaclient.ValueBound(sarama.NewConfig())
 	}
 	if c.Limits == (Limits{}) {
 		c.Limits = DefaultLimits()
@@ -147,13 +148,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scheduler: value bound %d is negative", c.MaxValueBytes)
 	}
 	return nil
-}
-
-// ValueBound is the largest user value the scheduler writes with a
-// producer configured as c: Producer.MaxMessageBytes less a record's
-// framing and its key (a user id, at most MaxIDBytes).
-func ValueBound(c *sarama.Config) int {
-	return codec.ValueBound(c.Producer.MaxMessageBytes, MaxIDBytes)
 }
 
 // Stats counts what the scheduler did since it started.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/deadletter"
 	"github.com/ivrsched/ivrsched/internal/phone"
@@ -61,12 +62,9 @@ type Limits struct {
 	MaxFollowUps, MaxPending int
 }
 
-// The lengths of what a command names, in bytes: user, task and call ids
-// and campaign ids up to MaxIDBytes, scripts up to MaxScriptBytes.
-const (
-	MaxIDBytes     = 256
-	MaxScriptBytes = 4096
-)
+// MaxScriptBytes bounds the length of a command's script, in bytes (its
+// ids are bounded by codec.MaxIDBytes).
+const MaxScriptBytes = 4096
 
 // DefaultLimits: delays up to 400 days, due times up to a day in the past
 // fire at once, older ones are rejected, payloads up to 16 KiB, requested_at
@@ -145,10 +143,10 @@ type checked struct {
 }
 
 func validate(key string, cmd *pb.Command, recordTime time.Time, lim Limits) (c checked, err error) {
-	if err := checkLen("record key", key, MaxIDBytes); err != nil {
+	if err := checkLen("record key", key, codec.MaxIDBytes); err != nil {
 		return checked{}, err
 	}
-	if err := checkLen("user id", cmd.GetUserId(), MaxIDBytes); err != nil {
+	if err := checkLen("user id", cmd.GetUserId(), codec.MaxIDBytes); err != nil {
 		return checked{}, err
 	}
 	c.user = cmd.GetUserId()
@@ -176,7 +174,7 @@ func validateCommand(cmd *pb.Command, c *checked, lim Limits) error {
 	case *pb.Command_Onboard:
 		return validateOnboard(cc.Onboard, c, lim)
 	case *pb.Command_Cancel:
-		return checkLen("task id", cc.Cancel.GetTaskId(), MaxIDBytes)
+		return checkLen("task id", cc.Cancel.GetTaskId(), codec.MaxIDBytes)
 	case *pb.Command_Forget:
 		return nil
 	case *pb.Command_CallEnded:
@@ -185,10 +183,10 @@ func validateCommand(cmd *pb.Command, c *checked, lim Limits) error {
 		if cc.RunNow.GetTaskId() == "" {
 			return reject(deadletter.ReasonMissingTaskID, "run-now needs a task id")
 		}
-		return checkLen("task id", cc.RunNow.GetTaskId(), MaxIDBytes)
+		return checkLen("task id", cc.RunNow.GetTaskId(), codec.MaxIDBytes)
 	case *pb.Command_Reschedule:
 		r := cc.Reschedule
-		if err := checkLen("task id", r.GetTaskId(), MaxIDBytes); err != nil {
+		if err := checkLen("task id", r.GetTaskId(), codec.MaxIDBytes); err != nil {
 			return err
 		}
 		if r.GetTaskId() == "" {
@@ -331,13 +329,13 @@ func checkLen(what, v string, limit int) error {
 // checkFollowUpLen checks the lengths of a follow-up's task id, script and
 // campaign id.
 func checkFollowUpLen(id string, f *pb.FollowUp) error {
-	if err := checkLen("task id", id, MaxIDBytes); err != nil {
+	if err := checkLen("task id", id, codec.MaxIDBytes); err != nil {
 		return err
 	}
 	if err := checkLen(fmt.Sprintf("task %q ivr_script", id), f.GetAction().GetIvrScript(), MaxScriptBytes); err != nil {
 		return err
 	}
-	return checkLen(fmt.Sprintf("task %q campaign_id", id), f.GetAction().GetCampaignId(), MaxIDBytes)
+	return checkLen(fmt.Sprintf("task %q campaign_id", id), f.GetAction().GetCampaignId(), codec.MaxIDBytes)
 }
 
 func taskID(f *pb.FollowUp, i int) string {
@@ -350,10 +348,10 @@ func taskID(f *pb.FollowUp, i int) string {
 // validateCallEnded checks a call's outcome report; its time is the
 // command's issue time, checked with every command's.
 func validateCallEnded(e *pb.CallEnded) error {
-	if err := checkLen("task id", e.GetTaskId(), MaxIDBytes); err != nil {
+	if err := checkLen("task id", e.GetTaskId(), codec.MaxIDBytes); err != nil {
 		return err
 	}
-	if err := checkLen("call id", e.GetCallId(), MaxIDBytes); err != nil {
+	if err := checkLen("call id", e.GetCallId(), codec.MaxIDBytes); err != nil {
 		return err
 	}
 	switch {
