@@ -34,9 +34,9 @@ func config(c *kfake.Cluster, clientID string) Kafka {
 	return Kafka{Hasher: fnv.New32a, Brokers: c.ListenAddrs(), ClientID: clientID, Partitions: 1, Replication: 1, FlushFrequency: time.Millisecond}
 }
 
-// topics creates the topics with one partition each (a name ending in
-// "-table" compacted, the others kept an hour), as topology.EnsureTopics
-// would, and waits until the broker lists them.
+// topics creates the topics with k.Partitions partitions each (a name
+// ending in "-table" compacted, the others kept an hour), as
+// topology.EnsureTopics would, and waits until the broker lists them.
 func topics(t *testing.T, k Kafka, names ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -55,7 +55,7 @@ func topics(t *testing.T, k Kafka, names ...string) {
 		if len(n) > 6 && n[len(n)-6:] == "-table" {
 			policy = "compact"
 		}
-		err := admin.CreateTopic(n, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+		err := admin.CreateTopic(n, &sarama.TopicDetail{NumPartitions: int32(k.Partitions), ReplicationFactor: 1,
 			ConfigEntries: map[string]*string{"cleanup.policy": &policy, "retention.ms": &retention}}, false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 			t.Fatalf("create topic %s: %v", n, err)

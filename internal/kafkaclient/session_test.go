@@ -2,6 +2,7 @@ package kafkaclient
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -38,6 +39,27 @@ func (l *eventLog) all() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.events)
+}
+
+// awaitAll waits until every one of es is logged, in any order.
+func (l *eventLog) awaitAll(t *testing.T, es ...string) {
+	t.Helper()
+	l.awaitThat(t, fmt.Sprintf("%q", es), func(events []string) bool {
+		for _, e := range es {
+			if !slices.Contains(events, e) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// awaitThat waits until the events logged so far satisfy ok.
+func (l *eventLog) awaitThat(t *testing.T, what string, ok func(events []string) bool) {
+	t.Helper()
+	for !ok(l.all()) {
+		within(t, l.news, what)
+	}
 }
 
 // await waits until e is logged.
