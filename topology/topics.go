@@ -32,11 +32,12 @@ const TombstoneRetention = 7 * 24 * time.Hour
 const CompactionLag = 24 * time.Hour
 
 // MinInSyncReplicas is the min.insync.replicas of the topics ivrsched
-// creates with this replication: replication-1, at least 1 (2 of 3 replicas). Every producer
-// waits for all in-sync replicas (acks=all), so an acknowledged write is on
-// at least this many brokers, and one broker of three may be down (or
-// lagging) while writes go on; with two down, writes fail and are retried
-// (the processor restarts) rather than acknowledged by one broker alone.
+// creates with this replication: replication-1, at least 1 (2 of 3
+// replicas). Every producer waits for all in-sync replicas (acks=all), so
+// an acknowledged write is on at least this many brokers, and one broker
+// of three may be down (or lagging) while writes go on; with two down,
+// writes fail and are retried (the processor restarts) rather than
+// acknowledged by one broker alone.
 func MinInSyncReplicas(replication int) int { return max(1, replication-1) }
 
 // DialerLoopRetention keeps the dialer's loop topic (the answers of
@@ -55,8 +56,8 @@ type TopicSpec struct {
 	// (message.timestamp.type=LogAppendTime): the scheduler measures the
 	// times a producer writes in a command against it.
 	BrokerTime bool
-	// Partitions of the topic; 0: kafkaclient.Kafka.Partitions (the co-partitioned
-	// topics). The policy topic has one.
+	// Partitions of the topic; 0: kafkaclient.Kafka.Partitions (the
+	// co-partitioned topics). The policy topic has one.
 	Partitions int
 }
 

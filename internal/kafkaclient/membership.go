@@ -12,20 +12,21 @@ import (
 )
 
 // Membership remembers the consumer group member id of a role's processor,
-// so that after the processor failed (a lost broker, say) the role can take
-// that member out of the group (Leave) before it joins again. Without it the group
-// keeps the dead member until its session times out (10 s by default) and
-// the rejoin waits that long after the broker is back. A processor that
-// closes while the broker answers leaves by itself; one with static
-// membership (--instance-id) is replaced at its rejoin, so it needs nothing.
+// so that after the processor failed (a lost broker, say) the role can
+// take that member out of the group (Leave) before it joins again. Without
+// it the group keeps the dead member until its session times out (10 s by
+// default) and the rejoin waits that long after the broker is back. A
+// processor that closes while the broker answers leaves by itself; one
+// with static membership (Kafka.InstanceID) is replaced at its rejoin, so
+// it needs nothing.
 //
 // Its sessions also start their partition consumers while Goka restores
 // the partitions (earlyClaims).
 //
 // Set the exported fields before Option; a Membership serves one processor.
 type Membership struct {
-	Kafka Kafka
-	Group string
+	Kafka Kafka            // the cluster, and the consumer groups' configuration
+	Group string           // the processor's group
 	Ended func(clean bool) // told at each session's end; nil: nobody
 	Gate  <-chan struct{}  // closed when callbacks may run; nil: at once
 	// Commits, if set, sees the group's commits first (HoldCommits, which
