@@ -6,7 +6,8 @@
 // .proto's field names; index.d.ts and generated/ivrsched.d.ts type them.
 
 const {
-  types, timestampFromISO, timestampFromMillis, isoFromTimestamp, E164, validZone, brokerList, kafka: quietKafka, connect
+  types, timestampFromISO, timestampFromMillis, isoFromTimestamp, E164, validZone, brokerList, kafka: quietKafka, producerOptions,
+  connect
 } = require('./ivrsched')
 
 // User ids starting with this are the scheduler's own keys.
@@ -230,13 +231,14 @@ class FollowUps {
   // (['host:port'] or 'host:port,...') or kafka (a kafkajs Kafka), topicPrefix
   // (ivrsched's --topic-prefix), clientId, now (a clock returning a Date).
   static async connect (options = {}) {
-    const producer = kafkaOf({ clientId: 'ivrsched-node', ...options }).producer({ allowAutoTopicCreation: false })
+    const producer = kafkaOf({ clientId: 'ivrsched-node', ...options }).producer(producerOptions)
     await connect(producer, [].concat(options.brokers || 'the given kafka'))
     return new FollowUps(producer, { ...options, owned: true })
   }
 
   // wrap uses a kafkajs producer you connected yourself; keep its default
-  // partitioner. close() leaves it connected.
+  // partitioner (createPartitioner: Partitioners.DefaultPartitioner names it
+  // and keeps kafkajs from warning about it). close() leaves it connected.
   static wrap (producer, options = {}) {
     return new FollowUps(producer, { ...options, owned: false })
   }

@@ -3,17 +3,10 @@
 // from codec/ivrsched.proto), Timestamp and Duration conversions, the
 // JSON rendering of decoded messages, command-line flags and a quiet kafkajs.
 
-// kafkajs 2.x warns once that its default partitioner changed in 2.0 (to the
-// Java-compatible murmur2 one, which is exactly what ivrsched wants). Silence
-// it before kafkajs is loaded.
-if (process.env.KAFKAJS_NO_PARTITIONER_WARNING == null) {
-  process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
-}
-
 const fs = require('fs')
 const path = require('path')
 const protobuf = require('protobufjs')
-const { Kafka, logLevel } = require('kafkajs')
+const { Kafka, Partitioners, logLevel } = require('kafkajs')
 
 // The message definitions, generated from codec/ivrsched.proto by
 // scripts/generate.js (npm ci and npm test run it).
@@ -216,6 +209,15 @@ function kafka (brokers, clientId) {
   })
 }
 
+// producerOptions are the options of every producer the client makes. The
+// partitioner is kafkajs 2.x's default, the Java client's murmur2, which is
+// ivrsched's: named here so that kafkajs does not warn, when it creates the
+// producer, that its default changed in 2.0 (the warning's own remedy, the
+// KAFKAJS_NO_PARTITIONER_WARNING variable, would hold for the whole process).
+// Topics are created by ivrsched itself, with the right partition count:
+// a producer never auto-creates one.
+const producerOptions = Object.freeze({ createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false })
+
 // connect connects a kafkajs producer or consumer, naming the brokers in
 // the error when none answers.
 async function connect (client, brokers) {
@@ -258,6 +260,7 @@ module.exports = {
   brokerList,
   nonNegativeInt,
   kafka,
+  producerOptions,
   connect,
   main
 }

@@ -6,7 +6,7 @@
 
 const {
   types, timestampFromISO, timestampFromMillis, durationFromMillis, E164, validZone,
-  UsageError, badFlag, parseFlags, brokerList, nonNegativeInt, kafka, connect, main
+  UsageError, badFlag, parseFlags, brokerList, nonNegativeInt, kafka, producerOptions, connect, main
 } = require('./ivrsched')
 
 const USAGE = `usage: node produce.js --user ID [--phone +E164] [flags]
@@ -109,11 +109,9 @@ async function run (argv) {
   if (problem) throw new UsageError(`command does not fit ivrsched.v1.Command: ${problem}`)
   const value = Buffer.from(Command.encode(Command.fromObject(obj)).finish())
 
-  // No createPartitioner: kafkajs 2.x's default partitioner is the Java
-  // client's murmur2 partitioner, the one ivrsched uses for every topic.
-  // Topics are created by ivrsched itself, with the right partition count:
-  // never let a producer auto-create one.
-  const producer = kafka(brokers, f['client-id'] || 'ivrsched-node-produce').producer({ allowAutoTopicCreation: false })
+  // kafkajs 2.x's default partitioner, the Java client's murmur2, the one
+  // ivrsched uses for every topic; no auto-created topics (producerOptions).
+  const producer = kafka(brokers, f['client-id'] || 'ivrsched-node-produce').producer(producerOptions)
   await connect(producer, brokers)
   try {
     let meta

@@ -81,3 +81,13 @@ test('connecting without brokers says so', async () => {
   await assert.rejects(FollowUps.connect({}), { name: 'TypeError', message: 'options.brokers (["host:port", ...]) or options.kafka (a kafkajs Kafka) is required' })
   await assert.rejects(FollowUps.connect({ brokers: 'localhost' }), { message: 'options.brokers: "localhost" is not host:port[,host:port...]' })
 })
+
+test('loading the client leaves the environment alone; its producers do not warn', () => {
+  assert.equal(process.env.KAFKAJS_NO_PARTITIONER_WARNING, undefined)
+  const { Kafka, logLevel } = require('kafkajs')
+  const { producerOptions } = require('../ivrsched')
+  const logged = []
+  const kafka = new Kafka({ brokers: ['127.0.0.1:1'], logLevel: logLevel.DEBUG, logCreator: () => ({ log }) => logged.push(log.message) })
+  kafka.producer(producerOptions) // not connected: creating it is when kafkajs warns
+  assert.deepEqual(logged.filter(m => /partitioner/i.test(m)), [])
+})
