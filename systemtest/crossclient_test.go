@@ -252,9 +252,9 @@ func needNode(t *testing.T) string {
 		}
 		t.Logf("npm %s in %s took %v", strings.Join(args, " "), dir, time.Since(began).Round(time.Millisecond))
 	}
-	// npm ci when node_modules is missing or older than the lockfile (it also
-	// generates the client's definitions from codec/ivrsched.proto); else only
-	// generate them, as the .proto may have changed.
+	// npm ci when node_modules is missing or older than the lockfile; then
+	// generate the client's definitions from codec/ivrsched.proto, as the
+	// .proto may have changed.
 	installed, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
 	lock, lerr := os.Stat(filepath.Join(dir, "package-lock.json"))
 	if lerr != nil {
@@ -262,9 +262,8 @@ func needNode(t *testing.T) string {
 	}
 	if err != nil || installed.ModTime().Before(lock.ModTime()) {
 		npm("ci", "--no-audit", "--no-fund")
-	} else {
-		npm("run", "--silent", "generate")
 	}
+	npm("run", "--silent", "generate")
 	return dir
 }
 

@@ -10,15 +10,24 @@
 //                  Uint8Array, a oneof's case name in a field of the
 //                  oneof's name
 //
-// Run by `npm ci` / `npm install` (prepare) and before `npm test`; the files
-// are not committed.
+// and copies the repository's LICENSE beside package.json, where npm pack
+// takes it. Run by npm pack (prepack) and before npm test (pretest), after
+// npm ci installed protobufjs; the files are not committed.
 
 const fs = require('fs')
 const path = require('path')
-const protobuf = require('protobufjs')
+
+let protobuf
+try {
+  protobuf = require('protobufjs')
+} catch (err) {
+  process.stderr.write(`generate: ${err.message}\nRun npm ci in ${path.join(__dirname, '..')} first: it installs protobufjs, which reads the .proto.\n`)
+  process.exit(1)
+}
 
 const PROTO = process.env.IVRSCHED_PROTO || path.join(__dirname, '..', '..', '..', 'codec', 'ivrsched.proto')
 const OUT = path.join(__dirname, '..', 'generated')
+const LICENSE = path.join(__dirname, '..', '..', '..', 'LICENSE')
 const PACKAGE = 'ivrsched.v1'
 
 function load (file) {
@@ -139,6 +148,7 @@ function main () {
   const json = JSON.stringify(root.toJSON({ keepComments: false }), null, 1) + '\n'
   fs.writeFileSync(path.join(OUT, 'ivrsched.json'), json)
   fs.writeFileSync(path.join(OUT, 'ivrsched.d.ts'), declarations(root))
+  fs.copyFileSync(LICENSE, path.join(__dirname, '..', 'LICENSE'))
 }
 
 if (require.main === module) {
