@@ -17,6 +17,7 @@ import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -36,8 +37,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  * <p>Each method returns when the record is handed to the producer; the
  * future completes when the broker acknowledged it (all in-sync replicas),
- * or exceptionally with the producer's error. Invalid arguments throw
- * {@link IllegalArgumentException} at once (see {@link Commands}).
+ * or exceptionally with the producer's error. A client from the
+ * {@linkplain #builder builder} gives up after {@link Builder#timeout} (5 s
+ * by default) when no broker answers or the topic does not exist, with a
+ * {@link TimeoutException} naming the topic, the brokers and the topic
+ * prefix. Invalid arguments throw {@link IllegalArgumentException} at once
+ * (see {@link Commands}).
  *
  * <p>Safe to use from several threads, like the Kafka producer it wraps.
  * Read what the scheduler publishes with {@link #consumer}.
@@ -47,12 +52,15 @@ public final class FollowUps implements AutoCloseable {
   private final String topic;
   private final Commands commands;
   private final boolean owned;
+  /** Where the records go, for errors: the brokers and the topic prefix, if known. */
+  private final String where;
 
-  private FollowUps(Producer<String, Command> producer, String topic, Commands commands, boolean owned) {
+  private FollowUps(Producer<String, Command> producer, String topic, Commands commands, boolean owned, String where) {
     this.producer = producer;
     this.topic = topic;
     this.commands = commands;
     this.owned = owned;
+    this.where = where;
   }
 
   /**
@@ -67,7 +75,8 @@ public final class FollowUps implements AutoCloseable {
    * @return the client
    */
   public static FollowUps wrap(Producer<String, Command> producer, Topic<Command> onboarding, Commands commands) {
-    return new FollowUps(Objects.requireNonNull(producer, "producer"), onboarding.name(), Objects.requireNonNull(commands, "commands"), false);
+    return new FollowUps(Objects.requireNonNull(producer, "producer"), onboarding.name(), Objects.requireNonNull(commands, "commands"), false,
+        "the producer's brokers");
   }
 
   /**
@@ -160,7 +169,13 @@ public final class FollowUps implements AutoCloseable {
     }
     CompletableFuture<RecordMetadata> done = new CompletableFuture<>();
     producer.send(new ProducerRecord<>(topic, command.getUserId(), command), (md, err) -> {
-      if (err != null) {
+      if (err instanceof TimeoutException) {
+        // Kafka says "Topic onboarding not present in metadata after 5000 ms":
+        // no broker answered, or none has the topic.
+        String why = String.valueOf(err.getMessage()).replaceAll("\\.$", "");
+        done.completeExceptionally(new TimeoutException("topic " + topic + " at " + where + ": " + why
+            + ". Is Kafka running there, and ivrsched with that --topic-prefix (it creates the topic)?", err));
+      } else if (err != null) {
         done.completeExceptionally(err);
       } else {
         done.complete(md);
@@ -220,9 +235,14 @@ public final class FollowUps implements AutoCloseable {
    * Configures a {@link FollowUps} client. Not safe for concurrent use.
    */
   public static final class Builder {
+    /** The producer's default linger.ms (kafka-clients 4). */
+    private static final long DEFAULT_LINGER_MS = 5;
+
     private final Map<String, Object> config = new HashMap<>();
     private Topic<Command> topic = Topic.ONBOARDING;
+    private String prefix = "";
     private Clock clock = Clock.systemUTC();
+    private Duration timeout = Duration.ofSeconds(5);
 
     private Builder(String bootstrapServers) {
       config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, Objects.requireNonNull(bootstrapServers, "bootstrap servers"));
@@ -238,6 +258,26 @@ public final class FollowUps implements AutoCloseable {
      */
     public Builder topicPrefix(String prefix) {
       topic = Topic.ONBOARDING.withPrefix(prefix);
+      this.prefix = prefix;
+      return this;
+    }
+
+    /**
+     * Sets how long a send may wait for the cluster (default 5 s): for the
+     * onboarding topic's metadata ({@code max.block.ms}: no broker answers,
+     * or the topic does not exist, e.g. under a wrong prefix), and then for
+     * the acknowledgement ({@code request.timeout.ms}, and
+     * {@code delivery.timeout.ms} that plus {@code linger.ms}). Each of
+     * these set with {@link #property} wins. Kafka's own default is 60 s.
+     *
+     * @param timeout a positive duration
+     * @return this builder
+     */
+    public Builder timeout(Duration timeout) {
+      if (timeout.isNegative() || timeout.isZero() || timeout.toMillis() > Integer.MAX_VALUE / 2) {
+        throw new IllegalArgumentException("timeout " + timeout + ": want a positive duration of at most " + Integer.MAX_VALUE / 2 + " ms");
+      }
+      this.timeout = timeout;
       return this;
     }
 
@@ -274,8 +314,17 @@ public final class FollowUps implements AutoCloseable {
       Map<String, Object> c = new HashMap<>(config);
       c.remove(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG);
       c.remove(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG);
+      long ms = timeout.toMillis();
+      c.putIfAbsent(ProducerConfig.MAX_BLOCK_MS_CONFIG, ms);
+      c.putIfAbsent(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, (int) ms);
+      // Kafka requires delivery.timeout.ms >= linger.ms + request.timeout.ms.
+      long linger = c.containsKey(ProducerConfig.LINGER_MS_CONFIG)
+          ? Long.parseLong(String.valueOf(c.get(ProducerConfig.LINGER_MS_CONFIG))) : DEFAULT_LINGER_MS;
+      long request = Long.parseLong(String.valueOf(c.get(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG)));
+      c.putIfAbsent(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, (int) Math.min(Integer.MAX_VALUE, linger + request));
       KafkaProducer<String, Command> producer = new KafkaProducer<>(c, new StringSerializer(), new ProtobufSerializer<>());
-      return new FollowUps(producer, topic.name(), new Commands(clock), true);
+      return new FollowUps(producer, topic.name(), new Commands(clock), true,
+          "brokers " + c.get(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG) + " with topic prefix \"" + prefix + "\"");
     }
   }
 }

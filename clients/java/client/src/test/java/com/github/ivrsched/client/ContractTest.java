@@ -27,7 +27,7 @@ class ContractTest {
     String prefix = KafkaEnv.require("IVRSCHED_CONTRACT_PREFIX", "the contract check sets it");
     try (FollowUps f = FollowUps.builder(brokers).topicPrefix(prefix)
         .clock(Clock.fixed(REQUESTED, ZoneOffset.UTC))
-        .property("max.block.ms", 15_000) // a missing topic fails each send within 15 s, not 60
+        .timeout(Duration.ofSeconds(15)) // a missing topic fails each send within 15 s
         .build()) {
       CompletableFuture<?>[] sent = {
         f.onboard("contract-alice", "+14155550123", "Europe/Berlin",
