@@ -328,34 +328,44 @@ func grepLines(out []byte, prefixes ...string) string {
 	return strings.Join(lines, "; ")
 }
 
-// The README's "Clients" section shows the Java, Spring and Node.js snippets
-// as the tests run them: every block between "README: <name> begin" and
-// "README: <name> end" markers in these files must appear in README.md as
-// written (indentation aside).
+// The clients' READMEs (clients/java/README.md, clients/node/README.md)
+// show the Java, Spring and Node.js examples as the tests run them: every
+// block between "README: <name> begin" and "README: <name> end" markers in
+// these files must appear in its client's README as written (indentation
+// aside).
 func TestClientSnippetsInReadme(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	const java, node = "clients/java/README.md", "clients/node/README.md"
+	spring := "clients/java/spring-example/"
+	snippets := []struct{ name, file, readme string }{
+		{"java", "clients/java/client/src/test/java/example/Onboard.java", java},
+		{"spring pom", spring + "pom.xml", java},
+		{"spring properties", spring + "src/main/resources/application.properties", java},
+		{"spring controller", spring + "src/main/java/com/github/ivrsched/example/onboarding/UserController.java", java},
+		{"spring listener", spring + "src/main/java/com/github/ivrsched/example/onboarding/FollowUpListener.java", java},
+		{"spring handler", spring + "src/main/java/com/github/ivrsched/example/onboarding/FollowUpHandler.java", java},
+		{"node", "clients/node/examples/onboard.js", node},
 	}
-	files := map[string]string{
-		"java":              "clients/java/client/src/test/java/com/github/ivrsched/client/ReadmeExampleTest.java",
-		"spring controller": "clients/java/spring-example/src/main/java/com/github/ivrsched/example/onboarding/UserController.java",
-		"spring listener":   "clients/java/spring-example/src/main/java/com/github/ivrsched/example/onboarding/FollowUpListener.java",
-		"spring properties": "clients/java/spring-example/src/main/resources/application.properties",
-		"node":              "clients/node/test/readme.test.js",
-	}
-	for name, file := range files {
-		src, err := os.ReadFile(filepath.Join("..", file))
+	readmes := map[string][]byte{}
+	for _, s := range snippets {
+		readme, ok := readmes[s.readme]
+		if !ok {
+			var err error
+			if readme, err = os.ReadFile(filepath.Join("..", s.readme)); err != nil {
+				t.Fatal(err)
+			}
+			readmes[s.readme] = readme
+		}
+		src, err := os.ReadFile(filepath.Join("..", s.file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		block := between(src, "README: "+name+" begin", "README: "+name+" end")
+		block := between(src, "README: "+s.name+" begin", "README: "+s.name+" end")
 		if block == "" {
-			t.Errorf("%s has no %q block", file, name)
+			t.Errorf("%s has no %q block", s.file, s.name)
 			continue
 		}
 		if !bytes.Contains(readme, []byte(block)) {
-			t.Errorf("README.md does not show the %q snippet of %s as written there:\n%s", name, file, block)
+			t.Errorf("%s does not show the %q snippet of %s as written there:\n%s", s.readme, s.name, s.file, block)
 		}
 	}
 }

@@ -1,36 +1,23 @@
 'use strict'
-// The Node.js snippet of the README's "Clients" section, run as written (the
-// Go test TestClientSnippetsInReadme checks that the README shows these lines).
+// The README's Node.js example (examples/onboard.js), run as written, as a
+// service's script would run: its own process, requiring 'ivrsched-client'
+// by name (the package's self-reference resolves it here). The Go test
+// TestClientSnippetsInReadme checks that the README shows it.
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
+const { execFile } = require('child_process')
+const path = require('path')
+const { promisify } = require('util')
 const { kafkaEnv, unique } = require('./env')
 
-test('README snippet', { timeout: 60000 }, async t => {
+test('README example', { timeout: 90000 }, async t => {
   const env = kafkaEnv(t)
   if (!env) return
-  const brokers = env.brokers
-  const prefix = env.prefix // ivrsched's --topic-prefix, usually ''
   const user = unique('u42')
-
-  // README: node begin
-  const { FollowUps, Topic, consume, toDate } = require('ivrsched-client')
-
-  const followUps = await FollowUps.connect({ brokers, topicPrefix: prefix })
-  await followUps.onboard(user, '+14155550142', 'America/New_York', FollowUps.after('welcome', 2000))
-  await followUps.close()
-
-  const calls = await consume(Topic.CALLS.withPrefix(prefix), { brokers, groupId: 'dialer-' + user })
-  let call
-  for await (const { key, value } of calls) {
-    if (key === user) {
-      call = value
-      break // leaving the loop closes the consumer
-    }
-  }
-  console.log(`call ${call.call_id} to ${call.phone}, due ${toDate(call.due_at).toISOString()}`)
-  // README: node end
-
-  assert.equal(call.task_id, 'welcome')
-  assert.equal(call.phone, '+14155550142')
+  const { stdout } = await promisify(execFile)(process.execPath, [path.join(__dirname, '..', 'examples', 'onboard.js'), user], {
+    env: { ...process.env, KAFKA_BROKERS: env.brokers.join(','), IVRSCHED_TOPIC_PREFIX: env.prefix },
+    timeout: 80000
+  })
+  assert.match(stdout, /^call \S+ \(welcome\) to \+14155550142, due \d{4}-\d\d-\d\dT[\d:.]+Z\n$/)
 })

@@ -1,9 +1,11 @@
 package com.github.ivrsched.example.onboarding;
 
+// README: spring handler begin
 import com.github.ivrsched.v1.IVRCall;
 import com.github.ivrsched.v1.ScheduleEvent;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.stereotype.Component;
 
 /**
  * The service's own work, called by {@link FollowUpListener} on the listener
@@ -26,7 +28,8 @@ public interface FollowUpHandler {
    */
   void report(ScheduleEvent event);
 
-  /** Logs calls and reports. */
+  /** Logs calls and reports; a bean the service's own handler, marked @Primary, replaces. */
+  @Component
   final class Logging implements FollowUpHandler {
     private static final Logger log = LoggerFactory.getLogger(Logging.class);
 
@@ -42,3 +45,4 @@ public interface FollowUpHandler {
     }
   }
 }
+// README: spring handler end

@@ -1,5 +1,6 @@
 package com.github.ivrsched.example.onboarding;
 
+// README: spring listener begin
 import com.github.ivrsched.v1.IVRCall;
 import com.github.ivrsched.v1.ScheduleEvent;
 import org.springframework.kafka.annotation.KafkaListener;
@@ -19,7 +20,6 @@ class FollowUpListener {
     this.handler = handler;
   }
 
-  // README: spring listener begin
   @KafkaListener(topics = "${ivrsched.topic-prefix}ivr-calls",
       properties = "spring.deserializer.value.delegate.class=com.github.ivrsched.client.IVRCallDeserializer")
   void call(IVRCall call) {
@@ -31,5 +31,5 @@ class FollowUpListener {
   void report(ScheduleEvent event) {
     handler.report(event); // cancelled, rescheduled, too late, forgotten
   }
-  // README: spring listener end
 }
+// README: spring listener end

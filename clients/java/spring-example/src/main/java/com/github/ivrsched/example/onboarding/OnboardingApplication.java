@@ -2,7 +2,6 @@ package com.github.ivrsched.example.onboarding;
 
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
-import org.springframework.context.annotation.Bean;
 
 /**
  * An onboarding service on ivrsched: it stores nothing and runs no poller.
@@ -19,16 +18,5 @@ public class OnboardingApplication {
    */
   public static void main(String[] args) {
     SpringApplication.run(OnboardingApplication.class, args);
-  }
-
-  /**
-   * What the service does when a follow-up fires or a report arrives; this
-   * one only logs (a real one would call its IVR provider).
-   *
-   * @return the handler
-   */
-  @Bean
-  FollowUpHandler followUpHandler() {
-    return new FollowUpHandler.Logging();
   }
 }

@@ -1,5 +1,6 @@
 package com.github.ivrsched.example.onboarding;
 
+// README: spring controller begin
 import com.github.ivrsched.client.Commands;
 import com.github.ivrsched.v1.Command;
 import java.time.Duration;
@@ -35,7 +36,6 @@ class UserController {
     this.onboarding = onboarding;
   }
 
-  // README: spring controller begin
   @PostMapping("/users")
   ResponseEntity<Void> onboard(@RequestBody NewUser user) throws Exception {
     Command welcome = commands.onboard(user.id(), user.phone(), user.timeZone(),
@@ -43,7 +43,12 @@ class UserController {
     kafka.send(onboarding, user.id(), welcome).get(10, TimeUnit.SECONDS); // acknowledged by Kafka
     return ResponseEntity.accepted().build();
   }
-  // README: spring controller end
+
+  // Commands rejects what the scheduler would (not E.164, no such zone...): a 400 naming it.
+  @ExceptionHandler(IllegalArgumentException.class)
+  ResponseEntity<String> badRequest(IllegalArgumentException e) {
+    return ResponseEntity.badRequest().body(e.getMessage() + "\n");
+  }
 
   @DeleteMapping("/users/{id}/follow-ups/{task}")
   ResponseEntity<Void> cancel(@PathVariable String id, @PathVariable String task) throws Exception {
@@ -57,12 +62,8 @@ class UserController {
     return ResponseEntity.accepted().build();
   }
 
-  @ExceptionHandler(IllegalArgumentException.class)
-  ResponseEntity<String> badRequest(IllegalArgumentException e) {
-    return ResponseEntity.badRequest().body(e.getMessage() + "\n");
-  }
-
   private void send(Command c) throws InterruptedException, ExecutionException, TimeoutException {
     kafka.send(onboarding, c.getUserId(), c).get(10, TimeUnit.SECONDS);
   }
 }
+// README: spring controller end
