@@ -95,8 +95,11 @@ export interface KafkaOptions {
  */
 export declare class FollowUps {
   static connect (options: KafkaOptions & { topicPrefix?: string, now?: Clock }): Promise<FollowUps>
-  /** Uses a connected kafkajs producer (default partitioner); close() leaves it connected. */
-  static wrap (producer: Producer, options?: { topicPrefix?: string, now?: Clock }): FollowUps
+  /**
+   * Uses a connected kafkajs producer (default partitioner); close() leaves it
+   * connected. brokers, if given, only names the cluster in errors.
+   */
+  static wrap (producer: Producer, options?: { topicPrefix?: string, now?: Clock, brokers?: string | string[] }): FollowUps
   onboard (user: string, phone: string | undefined | null, timeZone: string | undefined | null, ...followUps: FollowUp[]): Promise<Sent>
   cancel (user: string, task?: string): Promise<Sent>
   reschedule (user: string, task: string, when: DueTime | number): Promise<Sent>

@@ -211,6 +211,15 @@ function kafkaOf ({ kafka, brokers, clientId }) {
   }
 }
 
+// unknownTopic reports whether a kafkajs error, or one of its causes, is
+// UNKNOWN_TOPIC_OR_PARTITION.
+function unknownTopic (err) {
+  for (let e = err; e; e = e.cause) {
+    if (e.type === 'UNKNOWN_TOPIC_OR_PARTITION') return true
+  }
+  return false
+}
+
 // FollowUps sends commands to ivrsched, one record each on the onboarding
 // topic, keyed by the user id and placed by kafkajs's default partitioner
 // (the Java client's murmur2), which is where the scheduler keeps the
@@ -220,8 +229,10 @@ function kafkaOf ({ kafka, brokers, clientId }) {
 // for an argument the scheduler would reject (nothing is sent) or with
 // kafkajs's error. Calls may overlap.
 class FollowUps {
-  constructor (producer, { topicPrefix = '', now, owned = false } = {}) {
+  constructor (producer, { topicPrefix = '', now, owned = false, brokers } = {}) {
     this.producer = producer
+    this.prefix = topicPrefix
+    this.brokers = brokers ? [].concat(brokers).join(',') : null
     this.topic = Topic.ONBOARDING.withPrefix(topicPrefix).name
     this.commands = new Commands(now ? { now } : {})
     this.owned = owned
@@ -267,7 +278,12 @@ class FollowUps {
     try {
       [meta] = await this.producer.send({ topic: this.topic, acks: -1, messages: [{ key: command.user_id, value }] })
     } catch (err) {
-      throw new Error(`produce to topic ${this.topic}: ${err.message}`, { cause: err })
+      const at = this.brokers ? ` at brokers ${this.brokers}` : ''
+      // ivrsched creates its topics: a missing one means no ivrsched there, or another prefix.
+      const hint = unknownTopic(err)
+        ? ` (is ivrsched running there with --topic-prefix ${quote(this.prefix)}? it creates the topic)`
+        : ''
+      throw new Error(`produce to topic ${this.topic}${at}: ${err.message}${hint}`, { cause: err })
     }
     return { topic: meta.topicName, partition: meta.partition, offset: meta.baseOffset }
   }

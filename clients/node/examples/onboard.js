@@ -13,8 +13,11 @@ const user = process.argv[2] || 'u42'
 
 async function main () {
   const followUps = await FollowUps.connect({ brokers, topicPrefix: prefix })
-  await followUps.onboard(user, '+14155550142', 'America/New_York', FollowUps.after('welcome', 2000))
-  await followUps.close()
+  try {
+    await followUps.onboard(user, '+14155550142', 'America/New_York', FollowUps.after('welcome', 2000))
+  } finally {
+    await followUps.close()
+  }
 
   const calls = await consume(Topic.CALLS.withPrefix(prefix), { brokers, groupId: 'dialer-' + user })
   const deadline = setTimeout(() => calls.close(), 60000) // ends the loop below

@@ -91,3 +91,13 @@ test('loading the client leaves the environment alone; its producers do not warn
   kafka.producer(producerOptions) // not connected: creating it is when kafkajs warns
   assert.deepEqual(logged.filter(m => /partitioner/i.test(m)), [])
 })
+
+test('a missing onboarding topic names the brokers and the prefix', async () => {
+  const missing = Object.assign(new Error('This server does not host this topic-partition'), { type: 'UNKNOWN_TOPIC_OR_PARTITION' })
+  const producer = { send: async () => { throw new Error('Number of retries exceeded', { cause: missing }) } }
+  const f = FollowUps.wrap(producer, { brokers: ['b1:9092', 'b2:9092'], topicPrefix: 'nope-' })
+  await assert.rejects(f.forget('u1'), {
+    message: 'produce to topic nope-onboarding at brokers b1:9092,b2:9092: Number of retries exceeded' +
+      ' (is ivrsched running there with --topic-prefix "nope-"? it creates the topic)'
+  })
+})
