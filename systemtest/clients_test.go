@@ -265,7 +265,7 @@ func runJavaTests(t *testing.T, dir string, env []string) {
 		name := string(m[6])[strings.LastIndex(string(m[6]), ".")+1:]
 		ran[name] = fmt.Sprintf("%s tests in %s", m[1], m[5])
 	}
-	for _, class := range []string{"CommandsTest", "FollowUpsKafkaTest", "ContractTest", "ReadmeExampleTest", "OnboardingApplicationTest"} {
+	for _, class := range []string{"CommandsTest", "FollowUpsTest", "FollowUpsKafkaTest", "ContractTest", "ReadmeExampleTest", "OnboardingApplicationTest"} {
 		if ran[class] == "" {
 			t.Errorf("mvn verify ran no %s:\n%s", class, tail(out, 20000))
 		}
