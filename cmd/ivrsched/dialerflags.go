@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ivrsched/ivrsched/internal/app"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 	"github.com/ivrsched/ivrsched/internal/providers/twilio"
 	"github.com/ivrsched/ivrsched/internal/providers/webhook"
 )
@@ -118,11 +118,11 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	client := providers.HTTPClient(d.maxInFlight)
+	client := provider.HTTPClient(d.maxInFlight)
 	base := strings.TrimRight(d.publicURL, "/")
 	switch d.provider {
 	case "log":
-		cfg.Provider = providers.Log{Logger: cfg.Logger.With("role", "dialer")}
+		cfg.Provider = provider.Log{Logger: cfg.Logger.With("role", "dialer")}
 	case "webhook":
 		if err := httpsURL("webhook-url", d.webhookURL, "https://calls.example/ivr"); err != nil {
 			return err
@@ -138,7 +138,7 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 				return badFlag("public-url", "the webhook's status callbacks are signed with $%s, which is not set", webhookSecretEnv)
 			}
 			wh.CallbackURL = base + webhook.CallbackPath
-			cfg.WebhookCallback = &webhook.Callback{Secret: secret, CallbackEndpoint: providers.CallbackEndpoint{Logger: cfg.Logger.With("role", "dialer")}}
+			cfg.WebhookCallback = &webhook.Callback{Secret: secret, CallbackEndpoint: provider.CallbackEndpoint{Logger: cfg.Logger.With("role", "dialer")}}
 		}
 		cfg.Provider = wh
 	case "twilio":
@@ -181,7 +181,7 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 		}
 		cfg.Provider = p
 		cfg.TwilioCallback = &twilio.Callback{AuthToken: tc.AuthToken, PublicURL: d.publicURL,
-			CallbackEndpoint: providers.CallbackEndpoint{Logger: cfg.Logger.With("role", "dialer")}}
+			CallbackEndpoint: provider.CallbackEndpoint{Logger: cfg.Logger.With("role", "dialer")}}
 	default:
 		return badFlag("provider", "%q; want log, webhook or twilio", d.provider)
 	}
@@ -191,8 +191,8 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 }
 
 // scripts reads --allow-inline-scripts and --script-url-hosts.
-func (d *dialerFlags) scripts() (providers.Scripts, error) {
-	s := providers.Scripts{Inline: d.inlineScripts}
+func (d *dialerFlags) scripts() (provider.Scripts, error) {
+	s := provider.Scripts{Inline: d.inlineScripts}
 	for _, h := range strings.Split(d.scriptURLHosts, ",") {
 		h = strings.ToLower(strings.TrimSpace(h))
 		if h == "" {

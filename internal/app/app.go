@@ -32,7 +32,7 @@ import (
 	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/localstore"
 	"github.com/ivrsched/ivrsched/internal/policy"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 	"github.com/ivrsched/ivrsched/internal/providers/twilio"
 	"github.com/ivrsched/ivrsched/internal/providers/webhook"
 	"github.com/ivrsched/ivrsched/internal/redact"
@@ -90,11 +90,11 @@ type Config struct {
 	// policy.Default() (08:00 to 21:00 local time, every day).
 	DefaultPolicy *policy.Policy
 
-	// The dialer's provider (providers.Log if nil) and how it is called:
+	// The dialer's provider (provider.Log if nil) and how it is called:
 	// one request's timeout, one call's deadline (retries included), calls
 	// at a time in this process, calls per second of the deployment (0: no
 	// limit).
-	Provider     providers.Provider
+	Provider     provider.Provider
 	CallTimeout  time.Duration
 	CallDeadline time.Duration
 	MaxInFlight  int

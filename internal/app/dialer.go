@@ -16,7 +16,7 @@ import (
 	"github.com/ivrsched/ivrsched/internal/app/metrics"
 	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/policy"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 	"github.com/ivrsched/ivrsched/internal/providers/twilio"
 	"github.com/ivrsched/ivrsched/internal/providers/webhook"
 	"github.com/ivrsched/ivrsched/processors/dialer"
@@ -45,7 +45,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 	}
 	prov := cfg.Provider
 	if prov == nil {
-		prov = providers.Log{Logger: dlog}
+		prov = provider.Log{Logger: dlog}
 	}
 	latency, wait := metrics.ProviderLatency(), metrics.RateLimitWait()
 	pl, err := placement.New(placement.Config{
@@ -89,7 +89,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		err := pl.Run(ctx)
 		return errors.Join(err, loop.Finish())
 	})
-	var cbs []*providers.CallbackStats
+	var cbs []*provider.CallbackStats
 	if c := cfg.TwilioCallback; c != nil {
 		c.Sink = d
 		router.Handle(twilio.CallbackPath, c)
@@ -117,7 +117,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 }
 
 // logDialer logs the dialer's counts every statsEvery while they change.
-func logDialer(ctx context.Context, d *dialer.Dialer, pl *placement.Placer, cbs []*providers.CallbackStats, log *slog.Logger) {
+func logDialer(ctx context.Context, d *dialer.Dialer, pl *placement.Placer, cbs []*provider.CallbackStats, log *slog.Logger) {
 	var last []int64
 	for {
 		select {

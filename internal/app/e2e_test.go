@@ -22,7 +22,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/kafkaclient"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -35,14 +35,14 @@ type placed struct {
 	n     chan struct{}
 }
 
-func (p *placed) Place(_ context.Context, c *pb.IVRCall) (providers.Result, error) {
+func (p *placed) Place(_ context.Context, c *pb.IVRCall) (provider.Result, error) {
 	now := time.Now()
 	p.mu.Lock()
 	p.calls = append(p.calls, c)
 	p.at = append(p.at, now)
 	p.mu.Unlock()
 	p.n <- struct{}{}
-	return providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, Final: true}, nil
+	return provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED, Final: true}, nil
 }
 
 // End to end on the embedded broker, several partitions: every user's

@@ -15,7 +15,7 @@ import (
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/deadletter"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 // A user's value stays within MaxValueBytes whatever History allows: the
@@ -26,7 +26,7 @@ import (
 // producer accepts, and the dialer failed at every replay of the status.
 func TestValueIsBounded(t *testing.T) {
 	const bound = 2000
-	rec := &recorder{answer: providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED}}
+	rec := &recorder{answer: provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED}}
 	h := setup(t, rec, 1, func(c *Config) { c.History, c.MaxValueBytes = 1000, bound })
 	dlq := h.tt.NewQueueTracker(string(h.topics.DialerDLQ))
 	var ids []string

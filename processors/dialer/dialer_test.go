@@ -19,7 +19,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/kafkatest"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 	"github.com/ivrsched/ivrsched/processors/dialer/placement"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -30,12 +30,12 @@ type recorder struct {
 	mu     sync.Mutex
 	calls  []string
 	fail   map[string]error
-	answer providers.Result
+	answer provider.Result
 	gate   chan struct{}
 	in     chan string // if set, told of each request
 }
 
-func (r *recorder) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, error) {
+func (r *recorder) Place(ctx context.Context, c *pb.IVRCall) (provider.Result, error) {
 	r.mu.Lock()
 	r.calls = append(r.calls, c.GetCallId())
 	err, answer, gate := r.fail[c.GetCallId()], r.answer, r.gate
@@ -47,10 +47,10 @@ func (r *recorder) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, 
 		<-gate
 	}
 	if err != nil {
-		return providers.Result{}, err
+		return provider.Result{}, err
 	}
 	if answer.Outcome == 0 {
-		answer = providers.Result{Outcome: pb.Outcome_OUTCOME_ANSWERED, Final: true}
+		answer = provider.Result{Outcome: pb.Outcome_OUTCOME_ANSWERED, Final: true}
 	}
 	return answer, nil
 }
@@ -71,7 +71,7 @@ type harness struct {
 	finals   []*pb.CallResult
 }
 
-func setup(t *testing.T, prov providers.Provider, maxInFlight int, opts ...func(*Config)) *harness {
+func setup(t *testing.T, prov provider.Provider, maxInFlight int, opts ...func(*Config)) *harness {
 	t.Helper()
 	h := &harness{tt: tester.New(t), topics: topology.NewTopics("")}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -229,18 +229,18 @@ func TestInvalidCallsAreSkipped(t *testing.T) {
 	}
 }
 
-func status(user, id string, o pb.Outcome, final bool) providers.Status {
-	return providers.Status{CallID: id, UserID: user, Outcome: o, Final: final, ProviderCallID: "CA-" + id, At: time.Unix(2e9, 0)}
+func status(user, id string, o pb.Outcome, final bool) provider.Status {
+	return provider.Status{CallID: id, UserID: user, Outcome: o, Final: final, ProviderCallID: "CA-" + id, At: time.Unix(2e9, 0)}
 }
 
 // A placed call's statuses are published as they come; the final one once,
 // to OnFinal too; a machine that answered makes the call end as machine.
 func TestStatusesAndTheFinalOutcome(t *testing.T) {
-	h := setup(t, &recorder{answer: providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "CA-c1"}}, 2)
+	h := setup(t, &recorder{answer: provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "CA-c1"}}, 2)
 	h.call("u1", "c1")
 	h.idle()
 	ctx := context.Background()
-	for _, s := range []providers.Status{
+	for _, s := range []provider.Status{
 		status("u1", "c1", pb.Outcome_OUTCOME_PLACED, false),   // "initiated": nothing new
 		status("u1", "c1", pb.Outcome_OUTCOME_RINGING, false),  // published
 		status("u1", "c1", pb.Outcome_OUTCOME_RINGING, false),  // sent twice: nothing new
@@ -276,11 +276,11 @@ func TestStatusesAndTheFinalOutcome(t *testing.T) {
 // A status callback may come before the placement's answer is recorded:
 // the call counts as placed from then on.
 func TestCallbackBeforeThePlacementsAnswer(t *testing.T) {
-	rec := &recorder{answer: providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "CA-c1"}, gate: make(chan struct{}), in: make(chan string, 1)}
+	rec := &recorder{answer: provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "CA-c1"}, gate: make(chan struct{}), in: make(chan string, 1)}
 	h := setup(t, rec, 2)
 	h.call("u1", "c1")
 	<-rec.in
-	if err := h.d.Publish(context.Background(), providers.Status{CallID: "c1", UserID: "u1", Outcome: pb.Outcome_OUTCOME_RINGING}); err != nil {
+	if err := h.d.Publish(context.Background(), provider.Status{CallID: "c1", UserID: "u1", Outcome: pb.Outcome_OUTCOME_RINGING}); err != nil {
 		t.Fatal(err)
 	}
 	close(rec.gate)

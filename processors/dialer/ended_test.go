@@ -6,7 +6,7 @@ import (
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/policy"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 func withPolicy(t *testing.T, doc string) func(*Config) {
@@ -39,11 +39,11 @@ func (h *harness) ended(t *testing.T) []*pb.CallEnded {
 // that made it final; a replayed status sends it again (the scheduler
 // drops the repeat); statuses that are not final send nothing.
 func TestFinalOutcomesGoToTheScheduler(t *testing.T) {
-	h := setup(t, &recorder{answer: providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED}}, 2,
+	h := setup(t, &recorder{answer: provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED}}, 2,
 		withPolicy(t, "default: {retry: {no-answer: {delay: 10m}}}"))
 	h.call("u1", "c1")
 	h.idle()
-	for _, s := range []providers.Status{
+	for _, s := range []provider.Status{
 		status("u1", "c1", pb.Outcome_OUTCOME_RINGING, false),
 		status("u1", "c1", pb.Outcome_OUTCOME_NO_ANSWER, true),
 		status("u1", "c1", pb.Outcome_OUTCOME_ANSWERED, true), // late
@@ -74,7 +74,7 @@ func TestFinalOutcomesGoToTheScheduler(t *testing.T) {
 // to the scheduler.
 func TestNoRetriesNoReports(t *testing.T) {
 	for _, opt := range []func(*Config){withPolicy(t, "default: {retry: none}"), func(*Config) {}} {
-		h := setup(t, &recorder{answer: providers.Result{Outcome: pb.Outcome_OUTCOME_BUSY, Final: true}}, 1, opt)
+		h := setup(t, &recorder{answer: provider.Result{Outcome: pb.Outcome_OUTCOME_BUSY, Final: true}}, 1, opt)
 		h.call("u1", "c1")
 		h.idle()
 		if got := h.ended(t); len(got) != 0 || len(h.finals) != 1 {

@@ -6,17 +6,17 @@ import (
 	"testing"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 // Twilio's status callbacks may arrive out of order: a status older than
 // one recorded for the call (initiated after ringing, ringing after
 // in-progress) is not published.
 func TestOutOfOrderStatusesAreNotPublished(t *testing.T) {
-	h := setup(t, &recorder{answer: providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "CA-c1"}}, 2)
+	h := setup(t, &recorder{answer: provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "CA-c1"}}, 2)
 	h.call("u1", "c1")
 	h.idle()
-	for _, s := range []providers.Status{
+	for _, s := range []provider.Status{
 		status("u1", "c1", pb.Outcome_OUTCOME_RINGING, false),
 		status("u1", "c1", pb.Outcome_OUTCOME_PLACED, false), // initiated, late
 		status("u1", "c1", pb.Outcome_OUTCOME_ANSWERED, false),

@@ -10,15 +10,15 @@ import (
 
 	"github.com/ivrsched/ivrsched/codec"
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 // Publish sends a verified status callback to the dialer's loop topic, keyed
 // by its user, and returns once Kafka acknowledged it (or ctx ended): the
 // callback endpoint answers 2xx only for a status that will be recorded.
-// It is the providers.StatusSink of the callback endpoints, called
+// It is the provider.StatusSink of the callback endpoints, called
 // concurrently.
-func (d *Dialer) Publish(ctx context.Context, s providers.Status) error {
+func (d *Dialer) Publish(ctx context.Context, s provider.Status) error {
 	st := &pb.CallStatus{CallId: s.CallID, UserId: s.UserID, Outcome: s.Outcome, Final: s.Final, Detail: s.Detail,
 		ProviderCallId: s.ProviderCallID, At: timestamppb.New(s.At)}
 	prom, err := d.cfg.Loop.Emit(s.UserID, st)
@@ -108,7 +108,7 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 		}
 	case !s.GetFinal() && d.outcome(r, s) == r.GetOutcome() && (s.GetOutcome() != pb.Outcome_OUTCOME_MACHINE || r.GetMachine()):
 		// Nothing new (a callback sent twice, or "initiated" after placed).
-	case !s.GetFinal() && providers.Progress(s.GetOutcome()) < providers.Progress(r.GetOutcome()):
+	case !s.GetFinal() && provider.Progress(s.GetOutcome()) < provider.Progress(r.GetOutcome()):
 		// Older than the status recorded: callbacks may arrive out of
 		// order ("initiated" after "ringing").
 	default:

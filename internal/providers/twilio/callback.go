@@ -13,7 +13,7 @@ import (
 	"time"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 // CallbackPath is where ivrsched's web server takes Twilio's status
@@ -68,7 +68,7 @@ type Callback struct {
 	PublicURL string
 	// MaxAge bounds the age of a callback's Timestamp; 0 means 10 minutes.
 	MaxAge time.Duration
-	providers.CallbackEndpoint
+	provider.CallbackEndpoint
 }
 
 func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -153,8 +153,8 @@ func otherPort(rawURL string) string {
 
 // status reads a callback's parameters: CallStatus, or for an
 // answering-machine detection callback AnsweredBy alone.
-func status(f url.Values) (providers.Status, bool) {
-	s := providers.Status{ProviderCallID: f.Get("CallSid")}
+func status(f url.Values) (provider.Status, bool) {
+	s := provider.Status{ProviderCallID: f.Get("CallSid")}
 	machine := strings.HasPrefix(f.Get("AnsweredBy"), "machine") || f.Get("AnsweredBy") == "fax"
 	var details []string
 	for _, k := range []string{"CallStatus", "AnsweredBy", "CallDuration", "ErrorCode", "ErrorMessage", "SipResponseCode"} {

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 // DefaultAPI is the base URL of Twilio's REST API.
@@ -51,7 +51,7 @@ type Config struct {
 	ScriptURL string
 	// Scripts says whether an ivr_script may be TwiML itself ("<…") or a
 	// URL, used as is; by default it may be neither (a name only).
-	Scripts providers.Scripts
+	Scripts provider.Scripts
 	// MachineDetection is off (""), Enable or DetectMessageEnd; when on,
 	// detection runs asynchronously and reports to the status callback.
 	MachineDetection string
@@ -128,21 +128,21 @@ func (p *Provider) script(c *pb.IVRCall) (key, value string, err error) {
 	switch {
 	case err != nil:
 		return "", "", fmt.Errorf("%w: %w", ErrTwilio, err)
-	case kind == providers.ScriptInline:
+	case kind == provider.ScriptInline:
 		return "Twiml", s, nil
-	case kind == providers.ScriptURL:
+	case kind == provider.ScriptURL:
 		return "Url", s, nil
 	case s != "" && p.cfg.ScriptURL != "":
 		return "Url", strings.ReplaceAll(p.cfg.ScriptURL, "{script}", url.QueryEscape(s)), nil
 	}
-	return "", "", fmt.Errorf("%w: %w: no script URL is configured (--twilio-script-url) for script %q", ErrTwilio, providers.ErrScript, s)
+	return "", "", fmt.Errorf("%w: %w: no script URL is configured (--twilio-script-url) for script %q", ErrTwilio, provider.ErrScript, s)
 }
 
 // Form is the Calls API request that places c, or why c is not placed
-// (its script or its number is refused: providers.ErrScript,
-// providers.ErrDestination).
+// (its script or its number is refused: provider.ErrScript,
+// provider.ErrDestination).
 func (p *Provider) Form(c *pb.IVRCall) (url.Values, error) {
-	if err := providers.CheckDestination(c.GetPhone()); err != nil {
+	if err := provider.CheckDestination(c.GetPhone()); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTwilio, err)
 	}
 	k, v, err := p.script(c)
@@ -178,14 +178,14 @@ type apiError struct {
 // follow on the callback); 429 and 5xx answers, and requests without an
 // answer, are retryable; other answers fail the call with Twilio's error
 // code and message.
-func (p *Provider) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, error) {
+func (p *Provider) Place(ctx context.Context, c *pb.IVRCall) (provider.Result, error) {
 	form, err := p.Form(c)
 	if err != nil {
-		return providers.Result{}, err
+		return provider.Result{}, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return providers.Result{}, fmt.Errorf("%w: %w", ErrTwilio, err)
+		return provider.Result{}, fmt.Errorf("%w: %w", ErrTwilio, err)
 	}
 	req.SetBasicAuth(p.cfg.AccountSID, p.cfg.AuthToken)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -196,7 +196,7 @@ func (p *Provider) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, 
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, ctx.Err())
 		}
-		return providers.Result{}, fmt.Errorf("%w: %w", ErrTwilio, &providers.RetryableError{Err: err})
+		return provider.Result{}, fmt.Errorf("%w: %w", ErrTwilio, &provider.RetryableError{Err: err})
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -205,14 +205,14 @@ func (p *Provider) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, 
 		if json.Unmarshal(body, &e) == nil && e.Message != "" {
 			body = fmt.Appendf(nil, "%d %s", e.Code, e.Message)
 		}
-		return providers.Result{}, fmt.Errorf("%w: %w", ErrTwilio, providers.StatusError(resp, body, p.now()))
+		return provider.Result{}, fmt.Errorf("%w: %w", ErrTwilio, provider.StatusError(resp, body, p.now()))
 	}
 	var created struct {
 		SID    string `json:"sid"`
 		Status string `json:"status"`
 	}
 	if err := json.Unmarshal(body, &created); err != nil || created.SID == "" {
-		return providers.Result{}, fmt.Errorf("%w: status %d without a call sid: %.200s", ErrTwilio, resp.StatusCode, providers.Text(string(body)))
+		return provider.Result{}, fmt.Errorf("%w: status %d without a call sid: %.200s", ErrTwilio, resp.StatusCode, provider.Text(string(body)))
 	}
-	return providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: created.SID, Detail: created.Status}, nil
+	return provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: created.SID, Detail: created.Status}, nil
 }

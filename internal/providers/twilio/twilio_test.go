@@ -15,7 +15,7 @@ import (
 	"time"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 	"github.com/ivrsched/ivrsched/internal/providers/twilio"
 	"github.com/ivrsched/ivrsched/internal/providers/twilio/twiliotest"
 )
@@ -48,7 +48,7 @@ func TestPlaceSendsWhatTwilioExpects(t *testing.T) {
 	defer fake.Close()
 	p := newProvider(t, fake.URL, "https://ivr.example/", func(c *twilio.Config) {
 		c.MachineDetection = twilio.MachineDetectionEnable
-		c.Scripts = providers.Scripts{Inline: true, URLHosts: []string{"scripts.example"}}
+		c.Scripts = provider.Scripts{Inline: true, URLHosts: []string{"scripts.example"}}
 	})
 
 	res, err := p.Place(context.Background(), call("user 1", "c-1", "welcome"))
@@ -92,11 +92,11 @@ func TestPlaceClassifiesAnswers(t *testing.T) {
 
 	fake.FailNext(http.StatusTooManyRequests, http.StatusServiceUnavailable)
 	_, err := p.Place(context.Background(), call("u", "c-1", "w"))
-	if re, ok := providers.AsRetryable(err); !ok || re.Status != 429 || re.RetryAfter != time.Second {
+	if re, ok := provider.AsRetryable(err); !ok || re.Status != 429 || re.RetryAfter != time.Second {
 		t.Fatalf("429: %v", err)
 	}
 	_, err = p.Place(context.Background(), call("u", "c-1", "w"))
-	if re, ok := providers.AsRetryable(err); !ok || re.Status != 503 {
+	if re, ok := provider.AsRetryable(err); !ok || re.Status != 503 {
 		t.Fatalf("503: %v", err)
 	}
 	if _, err := p.Place(context.Background(), call("u", "c-1", "w")); err != nil {
@@ -105,12 +105,12 @@ func TestPlaceClassifiesAnswers(t *testing.T) {
 
 	// Refusals are final, with Twilio's code and message.
 	_, err = p.Place(context.Background(), &pb.IVRCall{CallId: "c-2", UserId: "u", Phone: "+14155550124", Action: &pb.Action{IvrScript: "w"}})
-	if _, retry := providers.AsRetryable(err); err == nil || retry || !strings.Contains(err.Error(), "21211") {
+	if _, retry := provider.AsRetryable(err); err == nil || retry || !strings.Contains(err.Error(), "21211") {
 		t.Fatalf("invalid number: %v", err)
 	}
 	wrong := newProvider(t, fake.URL, "https://ivr.example", func(c *twilio.Config) { c.AuthToken = "wrong" })
 	_, err = wrong.Place(context.Background(), call("u", "c-3", "w"))
-	if _, retry := providers.AsRetryable(err); err == nil || retry || !strings.Contains(err.Error(), "401") {
+	if _, retry := provider.AsRetryable(err); err == nil || retry || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("bad credentials: %v", err)
 	}
 }
@@ -122,7 +122,7 @@ func TestSlowAnswerIsRetryable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := p.Place(ctx, call("u", "c-1", "w"))
-	if _, retry := providers.AsRetryable(err); !retry || !errors.Is(err, context.DeadlineExceeded) {
+	if _, retry := provider.AsRetryable(err); !retry || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("slow answer: %v", err)
 	}
 }
@@ -134,7 +134,7 @@ func TestFakeEnforcesCallsPerSecond(t *testing.T) {
 	var n429 int
 	for i := range 4 {
 		_, err := p.Place(context.Background(), call("u", "c-"+string(rune('a'+i)), "w"))
-		if re, ok := providers.AsRetryable(err); ok && re.Status == 429 {
+		if re, ok := provider.AsRetryable(err); ok && re.Status == 429 {
 			n429++
 		}
 	}
@@ -145,10 +145,10 @@ func TestFakeEnforcesCallsPerSecond(t *testing.T) {
 
 type sink struct {
 	mu  sync.Mutex
-	got []providers.Status
+	got []provider.Status
 }
 
-func (s *sink) Publish(_ context.Context, st providers.Status) error {
+func (s *sink) Publish(_ context.Context, st provider.Status) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.got = append(s.got, st)
@@ -161,7 +161,7 @@ func TestStatusCallbackRoundTrip(t *testing.T) {
 	fake := twiliotest.New(twiliotest.Options{AccountSID: sid, AuthToken: token})
 	defer fake.Close()
 	s := &sink{}
-	cb := &twilio.Callback{AuthToken: token, CallbackEndpoint: providers.CallbackEndpoint{Sink: s}}
+	cb := &twilio.Callback{AuthToken: token, CallbackEndpoint: provider.CallbackEndpoint{Sink: s}}
 	mux := http.NewServeMux()
 	mux.Handle(twilio.CallbackPath, cb)
 	srv := httptest.NewServer(mux)
@@ -257,7 +257,7 @@ func TestScriptsAreNamesByDefault(t *testing.T) {
 		"",
 	} {
 		_, err := p.Place(context.Background(), call("u", "c-1", script))
-		if _, retry := providers.AsRetryable(err); err == nil || retry {
+		if _, retry := provider.AsRetryable(err); err == nil || retry {
 			t.Errorf("script %q: %v, want a call failed for good", script, err)
 		}
 	}
@@ -267,7 +267,7 @@ func TestScriptsAreNamesByDefault(t *testing.T) {
 		c := call("u", "c-2", "welcome")
 		c.Phone = number
 		_, err := p.Place(context.Background(), c)
-		if _, retry := providers.AsRetryable(err); err == nil || retry || strings.Contains(err.Error(), number) {
+		if _, retry := provider.AsRetryable(err); err == nil || retry || strings.Contains(err.Error(), number) {
 			t.Errorf("number %s: %v, want a call failed for good that does not quote the number", number, err)
 		}
 	}
@@ -295,7 +295,7 @@ func TestCallbackDetailIsRedacted(t *testing.T) {
 func endpoint(public string, now time.Time) (*twilio.Callback, *sink) {
 	s := &sink{}
 	return &twilio.Callback{AuthToken: token, PublicURL: public,
-		CallbackEndpoint: providers.CallbackEndpoint{Sink: s, Now: func() time.Time { return now }}}, s
+		CallbackEndpoint: provider.CallbackEndpoint{Sink: s, Now: func() time.Time { return now }}}, s
 }
 
 // serve has cb answer a callback form posted to requestURL, signed over
@@ -395,7 +395,7 @@ type failOnce struct {
 	failed bool
 }
 
-func (f *failOnce) Publish(ctx context.Context, st providers.Status) error {
+func (f *failOnce) Publish(ctx context.Context, st provider.Status) error {
 	if !f.failed {
 		f.failed = true
 		return errors.New("kafka is away")

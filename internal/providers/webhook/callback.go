@@ -7,7 +7,7 @@ import (
 	"time"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 // CallbackPath is where ivrsched's web server takes the webhook endpoint's
@@ -29,7 +29,7 @@ type Callback struct {
 	Secret []byte
 	// MaxAge bounds a signature's age (and clock skew); 0 means 5 minutes.
 	MaxAge time.Duration
-	providers.CallbackEndpoint
+	provider.CallbackEndpoint
 }
 
 type statusBody struct {
@@ -66,13 +66,13 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var s statusBody
 	outcome, ok := pb.Outcome(0), false
 	if json.Unmarshal(body, &s) == nil {
-		outcome, ok = providers.ParseOutcome(s.Outcome)
+		outcome, ok = provider.ParseOutcome(s.Outcome)
 	}
 	if !ok || s.CallID == "" || s.UserID == "" {
 		c.Invalid(w, `want {"call_id", "user_id", "outcome"} with an outcome like "no_answer"`)
 		return
 	}
-	st := providers.Status{CallID: s.CallID, UserID: s.UserID, Outcome: outcome, Final: providers.IsFinal(outcome),
+	st := provider.Status{CallID: s.CallID, UserID: s.UserID, Outcome: outcome, Final: provider.IsFinal(outcome),
 		Detail: s.Detail, ProviderCallID: s.ProviderCallID, At: c.Time()}
 	if s.Final != nil {
 		st.Final = *s.Final

@@ -11,16 +11,16 @@ import (
 	"time"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 type sink struct {
 	mu   sync.Mutex
-	got  []providers.Status
+	got  []provider.Status
 	fail error
 }
 
-func (s *sink) Publish(_ context.Context, st providers.Status) error {
+func (s *sink) Publish(_ context.Context, st provider.Status) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -44,7 +44,7 @@ func post(t *testing.T, h http.Handler, body, sig string) int {
 func TestCallbackVerifiesAndPublishes(t *testing.T) {
 	secret, now := []byte("s3cret"), time.Unix(1_800_000_000, 0)
 	s := &sink{}
-	cb := &Callback{Secret: secret, CallbackEndpoint: providers.CallbackEndpoint{Sink: s, Now: func() time.Time { return now }}}
+	cb := &Callback{Secret: secret, CallbackEndpoint: provider.CallbackEndpoint{Sink: s, Now: func() time.Time { return now }}}
 	body := `{"call_id":"c-1","user_id":"u-1","outcome":"no-answer","detail":"rang 30s"}`
 	if code := post(t, cb, body, Sign(secret, now.Add(-time.Minute), []byte(body))); code != http.StatusNoContent {
 		t.Fatalf("valid: %d", code)
@@ -87,7 +87,7 @@ func TestCallbackVerifiesAndPublishes(t *testing.T) {
 	if code := post(t, cb, busy, Sign(secret, now, []byte(busy))); code != http.StatusServiceUnavailable || cb.Stats.Failed.Load() != 1 {
 		t.Fatalf("unpublished: %d", code)
 	}
-	if code := post(t, &Callback{CallbackEndpoint: providers.CallbackEndpoint{Sink: s}}, body, Sign(secret, now, []byte(body))); code != http.StatusForbidden {
+	if code := post(t, &Callback{CallbackEndpoint: provider.CallbackEndpoint{Sink: s}}, body, Sign(secret, now, []byte(body))); code != http.StatusForbidden {
 		t.Fatalf("no secret configured: %d", code)
 	}
 }

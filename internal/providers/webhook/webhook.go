@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 // Headers of the requests the webhook provider sends.
@@ -59,7 +59,7 @@ type Webhook struct {
 	// Scripts says whether an action's ivr_script may be TwiML or a URL
 	// (an endpoint may pass it on to Twilio); by default it may be
 	// neither: a name only.
-	Scripts providers.Scripts
+	Scripts provider.Scripts
 	Client  *http.Client
 	// Now is the clock for signatures; nil means time.Now.
 	Now func() time.Time
@@ -76,23 +76,23 @@ func (w *Webhook) now() time.Time {
 }
 
 // Place POSTs the call. A call whose script or number is refused
-// (providers.ErrScript, providers.ErrDestination) fails without a request.
-func (w *Webhook) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, error) {
-	if err := providers.CheckDestination(c.GetPhone()); err != nil {
-		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
+// (provider.ErrScript, provider.ErrDestination) fails without a request.
+func (w *Webhook) Place(ctx context.Context, c *pb.IVRCall) (provider.Result, error) {
+	if err := provider.CheckDestination(c.GetPhone()); err != nil {
+		return provider.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
 	}
 	if _, err := w.Scripts.Check(c.GetAction().GetIvrScript()); err != nil {
-		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
+		return provider.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
 	}
 	// protojson's spacing varies, which is valid JSON; the signature covers
 	// the bytes sent.
 	body, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(c)
 	if err != nil {
-		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
+		return provider.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
+		return provider.Result{}, fmt.Errorf("%w: %w", ErrWebhook, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", c.GetCallId())
@@ -112,23 +112,23 @@ func (w *Webhook) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, e
 			err = fmt.Errorf("%w (%w)", err, ctx.Err())
 		}
 		// The endpoint honours the idempotency key: sending again is safe.
-		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, &providers.RetryableError{Err: err})
+		return provider.Result{}, fmt.Errorf("%w: %w", ErrWebhook, &provider.RetryableError{Err: err})
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
-		return providers.Result{}, fmt.Errorf("%w: %w", ErrWebhook, providers.StatusError(resp, answer, w.now()))
+		return provider.Result{}, fmt.Errorf("%w: %w", ErrWebhook, provider.StatusError(resp, answer, w.now()))
 	}
-	res := providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, Final: w.CallbackURL == ""}
+	res := provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED, Final: w.CallbackURL == ""}
 	var a answerBody
 	if len(bytes.TrimSpace(answer)) > 0 && json.Unmarshal(answer, &a) == nil {
-		if o, ok := providers.ParseOutcome(a.Outcome); ok && o != pb.Outcome_OUTCOME_PLACED {
+		if o, ok := provider.ParseOutcome(a.Outcome); ok && o != pb.Outcome_OUTCOME_PLACED {
 			res.Outcome, res.Final = o, true
 		}
 		if a.Final != nil {
 			res.Final = *a.Final
 		}
-		res.Detail, res.ProviderCallID = providers.Text(a.Detail), a.ProviderCallID
+		res.Detail, res.ProviderCallID = provider.Text(a.Detail), a.ProviderCallID
 	}
 	return res, nil
 }

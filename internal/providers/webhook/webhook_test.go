@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 func call(user, id string) *pb.IVRCall {
@@ -51,7 +51,7 @@ func TestWebhookSendsSignedCallWithIdempotencyKey(t *testing.T) {
 	// A wrong secret is refused by the endpoint: the call fails.
 	bad := &Webhook{URL: srv.URL, Secret: []byte("other"), Now: func() time.Time { return now }}
 	_, err = bad.Place(context.Background(), call("u1", "c-10"))
-	if _, retry := providers.AsRetryable(err); !errors.Is(err, ErrWebhook) || !strings.Contains(err.Error(), "401") || retry {
+	if _, retry := provider.AsRetryable(err); !errors.Is(err, ErrWebhook) || !strings.Contains(err.Error(), "401") || retry {
 		t.Fatalf("got %v, want a 401 webhook error that is not retried", err)
 	}
 }
@@ -69,7 +69,7 @@ func TestWebhookTimeoutIsAnError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := (&Webhook{URL: srv.URL}).Place(ctx, call("u", "c"))
-	if _, retry := providers.AsRetryable(err); !errors.Is(err, ErrWebhook) || !errors.Is(err, context.DeadlineExceeded) || !retry {
+	if _, retry := provider.AsRetryable(err); !errors.Is(err, ErrWebhook) || !errors.Is(err, context.DeadlineExceeded) || !retry {
 		t.Fatalf("got %v, want a retryable deadline error (the endpoint honours the idempotency key)", err)
 	}
 }
@@ -115,7 +115,7 @@ func TestWebhookClassifiesAnswers(t *testing.T) {
 		}))
 		_, err := (&Webhook{URL: srv.URL, Now: func() time.Time { return now }}).Place(context.Background(), call("u", "c"))
 		srv.Close()
-		re, retry := providers.AsRetryable(err)
+		re, retry := provider.AsRetryable(err)
 		if err == nil || retry != c.retry || (retry && (re.Status != c.status || re.RetryAfter != c.after)) {
 			t.Errorf("status %d: err %v, retryable %v %+v", c.status, err, retry, re)
 		}

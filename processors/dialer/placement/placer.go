@@ -35,7 +35,7 @@ import (
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 	"github.com/ivrsched/ivrsched/internal/ratelimit"
 )
 
@@ -48,7 +48,7 @@ type Emitter interface {
 
 // Config configures the placer.
 type Config struct {
-	Provider providers.Provider
+	Provider provider.Provider
 	Results  Emitter
 	// Table is the dialer's table topic, whose partitions StorageBuilder
 	// wraps; Partitions is its partition count.
@@ -685,7 +685,7 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 		if ctx.Err() != nil {
 			return nil // stopping: the call stays uncommitted in ivr-calls
 		}
-		re, retry := providers.AsRetryable(err)
+		re, retry := provider.AsRetryable(err)
 		if !retry {
 			return failed(c, n, err, p.cfg.Clock.Now())
 		}

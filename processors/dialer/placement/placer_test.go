@@ -20,7 +20,7 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/localstore"
-	"github.com/ivrsched/ivrsched/internal/providers"
+	"github.com/ivrsched/ivrsched/internal/providers/provider"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -79,18 +79,18 @@ func (a *answers) all() []*pb.CallStatus {
 
 // provider answers each call with what answer says (nil: placed, final),
 // after gate lets it go if gate is set.
-type provider struct {
+type fakeProvider struct {
 	entered chan string // if set, told of each request
 	mu      sync.Mutex
 	seen    []string
 	now     int // calls under way
 	most    int
 	gate    chan struct{}
-	answer  func(c *pb.IVRCall, n int) (providers.Result, error) // n: requests for this call so far
+	answer  func(c *pb.IVRCall, n int) (provider.Result, error) // n: requests for this call so far
 	counts  map[string]int
 }
 
-func (p *provider) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, error) {
+func (p *fakeProvider) Place(ctx context.Context, c *pb.IVRCall) (provider.Result, error) {
 	p.mu.Lock()
 	p.seen = append(p.seen, c.GetCallId())
 	if p.counts == nil {
@@ -110,19 +110,19 @@ func (p *provider) Place(ctx context.Context, c *pb.IVRCall) (providers.Result, 
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return providers.Result{}, ctx.Err()
+			return provider.Result{}, ctx.Err()
 		}
 	}
 	if answer != nil {
 		return answer(c, n)
 	}
-	return providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, Final: true}, nil
+	return provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED, Final: true}, nil
 }
 
 type fixture struct {
 	p     *Placer
 	ans   *answers
-	prov  *provider
+	prov  *fakeProvider
 	clk   *clock.Fake
 	stop  func()
 	build storage.Builder
@@ -131,7 +131,7 @@ type fixture struct {
 
 func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
-	f := &fixture{ans: &answers{}, prov: &provider{}, clk: clock.NewFake(t0), next: map[int32]int64{}}
+	f := &fixture{ans: &answers{}, prov: &fakeProvider{}, clk: clock.NewFake(t0), next: map[int32]int64{}}
 	if cfg.Provider == nil {
 		cfg.Provider = f.prov
 	}
@@ -268,18 +268,18 @@ func TestMaxInFlight(t *testing.T) {
 func TestRetriesWithinDeadline(t *testing.T) {
 	f := newFixture(t, Config{MaxInFlight: 4, Deadline: 10 * time.Second, MinBackoff: time.Second, MaxBackoff: 4 * time.Second})
 	f.p.jitter = func() float64 { return 1 } // waits of the full backoff
-	f.prov.answer = func(c *pb.IVRCall, n int) (providers.Result, error) {
+	f.prov.answer = func(c *pb.IVRCall, n int) (provider.Result, error) {
 		switch c.GetCallId() {
 		case "busy-api":
 			if n == 1 {
-				return providers.Result{}, &providers.RetryableError{Status: 429, RetryAfter: 3 * time.Second, Err: errors.New("too many")}
+				return provider.Result{}, &provider.RetryableError{Status: 429, RetryAfter: 3 * time.Second, Err: errors.New("too many")}
 			}
 		case "down":
-			return providers.Result{}, &providers.RetryableError{Status: 503, Err: errors.New("down")}
+			return provider.Result{}, &provider.RetryableError{Status: 503, Err: errors.New("down")}
 		case "refused":
-			return providers.Result{}, errors.New("400 invalid number")
+			return provider.Result{}, errors.New("400 invalid number")
 		}
-		return providers.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "p-" + c.GetCallId()}, nil
+		return provider.Result{Outcome: pb.Outcome_OUTCOME_PLACED, ProviderCallID: "p-" + c.GetCallId()}, nil
 	}
 	st := f.open(t, 0, nil)
 	f.record(t, st, 0, call("a", "busy-api"), call("b", "down"), call("c", "refused"), call("d", "fine"))
@@ -503,7 +503,7 @@ func TestStopDrains(t *testing.T) {
 	}
 }
 
-func (p *provider) Seen() []string {
+func (p *fakeProvider) Seen() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.seen)

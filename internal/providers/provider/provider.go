@@ -1,9 +1,9 @@
-// Package providers is what the dialer places calls through: the Provider
+// Package provider is what the dialer places calls through: the Provider
 // interface, the answer a provider gives, the errors that say a request may
 // be sent again, and the statuses a provider reports later through a status
-// callback. The adapters are subpackages (webhook, twilio); Log is the
-// default provider.
-package providers
+// callback. The adapters are its siblings (internal/providers/webhook and
+// internal/providers/twilio), which import it; Log is the default provider.
+package provider
 
 import (
 	"context"
