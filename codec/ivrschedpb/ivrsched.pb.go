@@ -287,7 +287,9 @@ func (ScheduleEvent_Kind) EnumDescriptor() ([]byte, []int) {
 
 // Command is the scheduler's input on the `onboarding` topic. The Kafka key is
 // the user id. Every command of one user travels on this one topic, so their
-// order holds.
+// order holds. Every id of the contract (user, task, call, campaign) is at
+// most 256 bytes (codec.MaxIDBytes); a command naming a longer one is
+// dead-lettered as too_long.
 // Next ID: 11
 type Command struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
