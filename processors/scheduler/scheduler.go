@@ -204,6 +204,9 @@ func New(cfg Config, send func(partition int32, through dueindex.Pos) error) (*S
 		return ""
 	}
 	pc.Send = send
+	// An idle partition is ticked once after a policy change, for its
+	// tick to sweep the deferred follow-ups (sweepDeferred).
+	pc.Version = func() string { return version(cfg.Policy()) }
 	pc.Clock = cfg.Clock
 	pc.Logger = cfg.Logger
 	p, err := dueindex.New(pc)

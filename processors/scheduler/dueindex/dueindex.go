@@ -7,8 +7,9 @@
 //     instance owns: it builds the index from the local store once Goka has
 //     restored the partition (MarkRecovered), then sees every Set and Delete;
 //   - a Punctuator goroutine that sends a tick to a partition of the ticks
-//     topic when that partition's earliest due time arrives (and a slow
-//     heartbeat otherwise), at most one tick in flight per partition;
+//     topic when that partition's earliest due time arrives, at most one
+//     tick in flight per partition; a partition with nothing due gets no
+//     tick (apart from its first after an open, and one per policy change);
 //   - the scheduler's tick callback, which takes the due follow-ups from the
 //     partition's Index, publishes their calls and writes the partition's
 //     fired mark (one table value under the tick key) instead of each
@@ -47,8 +48,19 @@ type Config struct {
 	Clock clock.Clock
 	// MinGap is the shortest time between two ticks of one partition.
 	MinGap time.Duration
-	// Heartbeat is the longest time between two ticks of one partition.
-	Heartbeat time.Duration
+	// Recheck is the longest the punctuator waits before it reads the
+	// clock and looks at every partition again (default 1 s). It waits on
+	// a monotonic timer, so a due time reached by a wall-clock step is
+	// noticed at the next recheck, and so is a new policy version
+	// (Version). A recheck sends no tick by itself: a partition with
+	// nothing due and nothing to sweep gets none.
+	Recheck time.Duration
+	// Version, if set, returns the version of the calling policy in force.
+	// A partition whose mark records another as swept (Mark.Swept) is
+	// ticked, for its tick to sweep the deferred follow-ups and record the
+	// version; while the mark does not record it, at most once a Recheck.
+	// Called from the punctuator's goroutine once a round; it must be cheap.
+	Version func() string
 	// TickTimeout is how long a tick may go unanswered before another is sent.
 	TickTimeout time.Duration
 	// Retain, if positive, gives every user with nothing pending a
@@ -64,8 +76,8 @@ func (c *Config) setDefaults() {
 	if c.MinGap <= 0 {
 		c.MinGap = 2 * time.Millisecond
 	}
-	if c.Heartbeat <= 0 {
-		c.Heartbeat = time.Second
+	if c.Recheck <= 0 {
+		c.Recheck = time.Second
 	}
 	if c.TickTimeout <= 0 {
 		c.TickTimeout = 2 * time.Second
@@ -106,6 +118,10 @@ type partition struct {
 	table       storage.Storage
 	lastSent    time.Time
 	outstanding bool
+	// answered: a tick was processed since the partition was opened. Until
+	// then the partition is ticked whatever is due: its first tick settles
+	// the replay window (Index.Replayed).
+	answered bool
 }
 
 // New returns a Punctuator. Run must be called for ticks to be sent.
@@ -188,10 +204,33 @@ func scanStore(st storage.Storage, fn func(key string, raw []byte)) error {
 func (p *Punctuator) Ticked(part int32) {
 	p.mu.Lock()
 	if s := p.parts[part]; s != nil {
-		s.outstanding = false
+		s.outstanding, s.answered = false, true
 	}
 	p.mu.Unlock()
 	p.poke()
+}
+
+// NextTick reports when the punctuator sends the partition's next tick as
+// things stand (a time already past: at its next round), or false when it
+// sends none until something changes (a follow-up scheduled, a policy
+// version, the partition not owned).
+func (p *Punctuator) NextTick(part int32) (time.Time, bool) {
+	version := p.version()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.parts[part]
+	if s == nil {
+		return time.Time{}, false
+	}
+	return p.tickAt(s, version)
+}
+
+// version is the policy version in force, "" without Config.Version.
+func (p *Punctuator) version() string {
+	if p.cfg.Version == nil {
+		return ""
+	}
+	return p.cfg.Version()
 }
 
 func (p *Punctuator) poke() {
@@ -217,21 +256,23 @@ func (p *Punctuator) Run(ctx context.Context) error {
 	}
 }
 
-// round sends the ticks that are due and returns how long to wait for the next.
+// round sends the ticks that are due and returns how long to wait for the
+// next round: until the earliest next tick, at most Recheck.
 func (p *Punctuator) round() time.Duration {
+	version := p.version()
 	now := p.cfg.Clock.Now()
-	next := now.Add(p.cfg.Heartbeat) // idle: nothing owned
+	next := now.Add(p.cfg.Recheck)
 	p.mu.Lock()
-	if len(p.parts) > 0 {
-		next = now.Add(p.cfg.Heartbeat + p.cfg.TickTimeout)
-	}
 	type tick struct {
 		part    int32
 		through Pos
 	}
 	var send []tick
 	for id, s := range p.parts {
-		at := p.tickAt(s)
+		at, ok := p.tickAt(s, version)
+		if !ok {
+			continue // nothing due: the next round looks again
+		}
 		if !at.After(now) {
 			send = append(send, tick{id, s.index.Mark().Through})
 			s.lastSent, s.outstanding = now, true
@@ -255,22 +296,36 @@ func (p *Punctuator) round() time.Duration {
 	return next.Sub(now)
 }
 
-// tickAt is when the partition's next tick should go out.
-func (p *Punctuator) tickAt(s *partition) time.Time {
-	if s.outstanding {
-		return s.lastSent.Add(p.cfg.TickTimeout)
+// tickAt is when the partition's next tick should go out; false: not
+// until something changes. version is the policy version in force.
+func (p *Punctuator) tickAt(s *partition, version string) (time.Time, bool) {
+	if s.outstanding { // unanswered: sent again after the timeout
+		return s.lastSent.Add(p.cfg.TickTimeout), true
 	}
-	at := s.lastSent.Add(p.cfg.Heartbeat)
-	if due, ok := s.index.Next(); ok && due.Before(at) {
-		at = due
+	at, ok := s.index.Next()
+	sooner := func(t time.Time) {
+		if !ok || t.Before(at) {
+			at, ok = t, true
+		}
 	}
-	if s.index.Sweeping() { // deferred follow-ups to look at after a policy change
-		at = s.lastSent
+	if !s.answered { // the first tick after the open (after a failed send, again a Recheck later)
+		sooner(s.lastSent.Add(p.cfg.Recheck))
+	}
+	if p.cfg.Version != nil && version != s.index.Mark().Swept {
+		// A policy version the mark does not record: a tick sweeps the
+		// deferred follow-ups (or starts to) and records it.
+		sooner(s.lastSent.Add(p.cfg.Recheck))
+	}
+	if s.index.Sweeping() { // a sweep under way: as often as the gap allows
+		sooner(s.lastSent)
+	}
+	if !ok {
+		return time.Time{}, false
 	}
 	if gap := s.lastSent.Add(p.cfg.MinGap); at.Before(gap) {
 		at = gap
 	}
-	return at
+	return at, true
 }
 
 func (p *Punctuator) register(part int32, x *Index, table storage.Storage) {

@@ -41,11 +41,15 @@ func parse(b []byte) (*Value, error) {
 
 const markKey = "mark"
 
-func newTestPunctuator(t *testing.T, clk clock.Clock, send func(int32, Pos) error) *Punctuator {
+func newTestPunctuator(t *testing.T, clk clock.Clock, send func(int32, Pos) error, opts ...func(*Config)) *Punctuator {
 	t.Helper()
-	p, err := New(Config{Table: "tbl", Parse: parse, MarkKey: func(int32) string { return markKey }, Send: send, Clock: clk,
-		MinGap: 10 * time.Millisecond, Heartbeat: time.Second, TickTimeout: 3 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := Config{Table: "tbl", Parse: parse, MarkKey: func(int32) string { return markKey }, Send: send, Clock: clk,
+		MinGap: 10 * time.Millisecond, Recheck: time.Second, TickTimeout: 3 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,8 +392,9 @@ func TestRoundTicksWhenDue(t *testing.T) {
 	if got := s.take(); len(got) != 1 || got[0] != 2 {
 		t.Fatalf("sent %v, want [2]", got)
 	}
-	// One tick in flight at a time.
-	if wait := p.round(); wait != 3*time.Second || len(s.take()) != 0 {
+	// One tick in flight at a time; the punctuator looks again within
+	// the recheck (1s).
+	if wait := p.round(); wait != time.Second || len(s.take()) != 0 {
 		t.Fatalf("outstanding tick: wait %v", wait)
 	}
 	p.Ticked(2)
@@ -397,23 +402,14 @@ func TestRoundTicksWhenDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	if wait := p.round(); wait != time.Second || len(s.take()) != 0 {
-		t.Fatalf("due in 5s: wait %v, want the 1s heartbeat", wait)
+		t.Fatalf("due in 5s: wait %v, want the 1s recheck", wait)
 	}
 	clk.Advance(time.Second)
-	p.round() // heartbeat
-	if got := s.take(); len(got) != 1 {
-		t.Fatalf("heartbeat: sent %v", got)
+	if p.round(); len(s.take()) != 0 {
+		t.Fatal("a recheck with nothing due sent a tick")
 	}
-	p.Ticked(2)
-	clk.Set(t0.Add(1500 * time.Millisecond))
-	if wait := p.round(); wait != 500*time.Millisecond || len(s.take()) != 0 {
-		t.Fatalf("wait %v, want until the next heartbeat", wait)
-	}
-	clk.Set(t0.Add(4900 * time.Millisecond))
-	p.round()
-	p.Ticked(2)
 	clk.Set(t0.Add(4950 * time.Millisecond))
-	if wait := p.round(); wait != 50*time.Millisecond || len(s.take()) != 1 {
+	if wait := p.round(); wait != 50*time.Millisecond || len(s.take()) != 0 {
 		t.Fatalf("wait %v, want until the due time", wait)
 	}
 	clk.Set(t0.Add(5 * time.Second))

@@ -21,7 +21,7 @@ func BenchmarkCallbackReadThenWrite(b *testing.B) {
 	}
 	parse := func(v []byte) (*Value, error) { return parsed[v[0]], nil }
 	p, err := New(Config{Table: "tbl", Parse: parse, MarkKey: func(int32) string { return markKey }, Send: func(int32, Pos) error { return nil },
-		Clock: clock.NewFake(t0), MinGap: 10 * time.Millisecond, Heartbeat: time.Second, TickTimeout: 3 * time.Second,
+		Clock: clock.NewFake(t0), MinGap: 10 * time.Millisecond, Recheck: time.Second, TickTimeout: 3 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
