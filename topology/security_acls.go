@@ -34,14 +34,17 @@ const (
 //   - The scheduler's tick emitter writes the ticks topic, an input of
 //     its own; the dialer's loop emitter (status callbacks, placements)
 //     writes its loop.
-//   - Both read the calling policy (a view of the policy topic).
+//   - Both read the calling policy and the do-not-call list (views of
+//     the policy and suppression topics).
 //   - Both check every topic at each start (EnsureTopics): Describe, and
 //     DescribeConfigs on the compacted ones. Creating a missing topic
 //     needs Create, which is left to whoever creates the topics.
 //   - The admin listener's page, which either role may serve: it reads the
 //     results and both dead-letter topics, finds the instances through
 //     both groups' members (Describe), and its actions write onboarding
-//     (run now) and the policy topic (pause, resume).
+//     (run now) and the policy topic (pause, resume). Writing the
+//     suppression topic is left to `ivrsched suppress` (an operator's
+//     principal) and to producers allowed to add entries.
 func (t Topics) RoleACLs(role string) []ACL {
 	ops := map[[2]string][]string{}
 	allow := func(resource, name string, op ...string) {
@@ -72,6 +75,7 @@ func (t Topics) RoleACLs(role string) []ACL {
 		return nil
 	}
 	topic(string(t.Policies), "Read")
+	topic(string(t.Suppressions), "Read")
 	for _, s := range t.Specs() {
 		topic(s.Name, "Describe")
 		if s.Compact {

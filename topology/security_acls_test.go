@@ -31,8 +31,8 @@ func TestRoleACLsCoverTheGraphs(t *testing.T) {
 		graph  *goka.GroupGraph
 		beside map[string][]string // topic → operations outside the graph
 	}{
-		{topology.RoleScheduler, s.Graph(), map[string][]string{string(tp.Ticks): {"Write"}, string(tp.Policies): {"Read"}}},
-		{topology.RoleDialer, d.Graph(), map[string][]string{string(tp.DialerLoop()): {"Write"}, string(tp.Policies): {"Read"}}},
+		{topology.RoleScheduler, s.Graph(), map[string][]string{string(tp.Ticks): {"Write"}, string(tp.Policies): {"Read"}, string(tp.Suppressions): {"Read"}}},
+		{topology.RoleDialer, d.Graph(), map[string][]string{string(tp.DialerLoop()): {"Write"}, string(tp.Policies): {"Read"}, string(tp.Suppressions): {"Read"}}},
 	} {
 		acls := tp.RoleACLs(c.role)
 		allowed := func(resource, name, op string) bool {

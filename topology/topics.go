@@ -77,6 +77,7 @@ func (t Topics) Specs() []TopicSpec {
 		{Name: string(t.SchedulerDLQ), Retain: 30 * day},
 		{Name: string(t.DialerDLQ), Retain: 30 * day},
 		{Name: string(t.Policies), Compact: true, Partitions: 1}, // one key: the calling policy
+		{Name: string(t.Suppressions), Compact: true},            // the do-not-call list, by keyed hash of the number
 	}
 }
 

@@ -28,6 +28,11 @@ type Topics struct {
 	// policy.Key; the value is its canonical JSON encoding), read by every
 	// scheduler instance through a Goka view.
 	Policies goka.Table
+	// Suppressions is the do-not-call list (compacted): each key a keyed
+	// hash of an E.164 number (internal/suppress), each value a
+	// Suppression, a tombstone lifting it. Every scheduler and dialer
+	// instance reads it through a Goka view.
+	Suppressions goka.Table
 
 	Scheduler goka.Group
 	Dialer    goka.Group
@@ -44,6 +49,7 @@ func NewTopics(prefix string) Topics {
 		SchedulerDLQ: goka.Stream(prefix + "scheduler-dlq"),
 		DialerDLQ:    goka.Stream(prefix + "dialer-dlq"),
 		Policies:     goka.Table(prefix + "ivr-policies"),
+		Suppressions: goka.Table(prefix + "ivr-suppressions"),
 		Scheduler:    goka.Group(prefix + "ivr-scheduler"),
 		Dialer:       goka.Group(prefix + "ivr-dialer"),
 	}

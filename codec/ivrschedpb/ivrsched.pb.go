@@ -45,6 +45,9 @@ const (
 	Outcome_OUTCOME_CANCELED Outcome = 7
 	// An answering machine or a fax answered (answering-machine detection).
 	Outcome_OUTCOME_MACHINE Outcome = 8
+	// Not placed: the number is on the do-not-call list (ivr-suppressions)
+	// when the dialer was about to place the call. Final; never retried.
+	Outcome_OUTCOME_SUPPRESSED Outcome = 9
 )
 
 // Enum value maps for Outcome.
@@ -59,6 +62,7 @@ var (
 		6: "OUTCOME_RINGING",
 		7: "OUTCOME_CANCELED",
 		8: "OUTCOME_MACHINE",
+		9: "OUTCOME_SUPPRESSED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED": 0,
@@ -70,6 +74,7 @@ var (
 		"OUTCOME_RINGING":     6,
 		"OUTCOME_CANCELED":    7,
 		"OUTCOME_MACHINE":     8,
+		"OUTCOME_SUPPRESSED":  9,
 	}
 )
 
@@ -220,6 +225,13 @@ const (
 	// A RunNow moved the pending follow-up to now: due_at is the new
 	// effective time, requested_at as asked.
 	ScheduleEvent_KIND_RUN_NOW ScheduleEvent_Kind = 13
+	// The follow-up was not called: its number is on the do-not-call list
+	// (ivr-suppressions) when it fell due, or when the dialer was about to
+	// place it. Final for this follow-up (a series' next occurrence and a
+	// pending retry are checked again when due). reason is the entry's
+	// reason, suppressed_at when it was added, suppressed_until when it
+	// ends (unset: never), call_id the call not placed.
+	ScheduleEvent_KIND_SUPPRESSED ScheduleEvent_Kind = 21
 )
 
 // Enum value maps for ScheduleEvent_Kind.
@@ -239,6 +251,7 @@ var (
 		11: "KIND_TOO_OLD",
 		20: "KIND_ADVANCED",
 		13: "KIND_RUN_NOW",
+		21: "KIND_SUPPRESSED",
 	}
 	ScheduleEvent_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED":  0,
@@ -255,6 +268,7 @@ var (
 		"KIND_TOO_OLD":      11,
 		"KIND_ADVANCED":     20,
 		"KIND_RUN_NOW":      13,
+		"KIND_SUPPRESSED":   21,
 	}
 )
 
@@ -283,6 +297,61 @@ func (x ScheduleEvent_Kind) Number() protoreflect.EnumNumber {
 // Deprecated: Use ScheduleEvent_Kind.Descriptor instead.
 func (ScheduleEvent_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_ivrsched_proto_rawDescGZIP(), []int{19, 0}
+}
+
+type Suppression_Source int32
+
+const (
+	Suppression_SOURCE_UNSPECIFIED Suppression_Source = 0
+	Suppression_SOURCE_CLI         Suppression_Source = 1 // `ivrsched suppress add`
+	Suppression_SOURCE_ADMIN       Suppression_Source = 2 // the admin API or page
+	Suppression_SOURCE_PRODUCER    Suppression_Source = 3 // another Kafka producer
+	Suppression_SOURCE_OPT_OUT     Suppression_Source = 4 // the recipient opted out during a call
+)
+
+// Enum value maps for Suppression_Source.
+var (
+	Suppression_Source_name = map[int32]string{
+		0: "SOURCE_UNSPECIFIED",
+		1: "SOURCE_CLI",
+		2: "SOURCE_ADMIN",
+		3: "SOURCE_PRODUCER",
+		4: "SOURCE_OPT_OUT",
+	}
+	Suppression_Source_value = map[string]int32{
+		"SOURCE_UNSPECIFIED": 0,
+		"SOURCE_CLI":         1,
+		"SOURCE_ADMIN":       2,
+		"SOURCE_PRODUCER":    3,
+		"SOURCE_OPT_OUT":     4,
+	}
+)
+
+func (x Suppression_Source) Enum() *Suppression_Source {
+	p := new(Suppression_Source)
+	*p = x
+	return p
+}
+
+func (x Suppression_Source) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Suppression_Source) Descriptor() protoreflect.EnumDescriptor {
+	return file_ivrsched_proto_enumTypes[3].Descriptor()
+}
+
+func (Suppression_Source) Type() protoreflect.EnumType {
+	return &file_ivrsched_proto_enumTypes[3]
+}
+
+func (x Suppression_Source) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Suppression_Source.Descriptor instead.
+func (Suppression_Source) EnumDescriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{25, 0}
 }
 
 // Command is the scheduler's input on the `onboarding` topic. The Kafka key is
@@ -2083,7 +2152,7 @@ func (x *CallResult) GetProviderCallId() string {
 
 // ScheduleEvent reports what a command, the calling policy or retention did
 // to a user's follow-ups, on the `followup-events` topic, keyed by user id.
-// Next ID: 12
+// Next ID: 14
 type ScheduleEvent struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -2101,9 +2170,12 @@ type ScheduleEvent struct {
 	// For KIND_FORGOTTEN: the onboarding offset, plus one, of the Forget. A
 	// call of the user whose created_offset is below it was fired from a
 	// value the Forget erased (0: not recorded, by an older scheduler).
-	ForgetOffset  int64 `protobuf:"varint,11,opt,name=forget_offset,json=forgetOffset,proto3" json:"forget_offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ForgetOffset int64 `protobuf:"varint,11,opt,name=forget_offset,json=forgetOffset,proto3" json:"forget_offset,omitempty"`
+	// For KIND_SUPPRESSED: the entry's added_at and until.
+	SuppressedAt    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=suppressed_at,json=suppressedAt,proto3" json:"suppressed_at,omitempty"`
+	SuppressedUntil *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=suppressed_until,json=suppressedUntil,proto3" json:"suppressed_until,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ScheduleEvent) Reset() {
@@ -2211,6 +2283,20 @@ func (x *ScheduleEvent) GetForgetOffset() int64 {
 		return x.ForgetOffset
 	}
 	return 0
+}
+
+func (x *ScheduleEvent) GetSuppressedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuppressedAt
+	}
+	return nil
+}
+
+func (x *ScheduleEvent) GetSuppressedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuppressedUntil
+	}
+	return nil
 }
 
 // DialerState is the dialer's group table value, keyed by user id: the
@@ -2742,6 +2828,88 @@ func (x *Header) GetValue() []byte {
 	return nil
 }
 
+// Suppression is an entry of the do-not-call list, the compacted topic
+// `ivr-suppressions`. Its key is the lowercase hex HMAC-SHA256 of the
+// number in E.164 form ("+4915112345678") under the deployment's
+// suppression key (`ivrsched suppress`, internal/suppress): neither key
+// nor value holds the number, so an entry outlives the erasure of a user
+// without keeping their number. A tombstone (null value) removes the
+// entry. Any producer allowed to write the topic may add entries: compute
+// the key with the same secret. A follow-up to a listed number is not
+// called (KIND_SUPPRESSED on followup-events), whichever user it belongs
+// to, unless the calling policy exempts its campaign
+// (suppression_exempt).
+// Next ID: 5
+type Suppression struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why, at most 256 bytes (longer is cut when reported).
+	Reason  string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	AddedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"`
+	// The entry no longer suppresses from this instant on; unset: never ends.
+	Until         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	Source        Suppression_Source     `protobuf:"varint,4,opt,name=source,proto3,enum=ivrsched.v1.Suppression_Source" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Suppression) Reset() {
+	*x = Suppression{}
+	mi := &file_ivrsched_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Suppression) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Suppression) ProtoMessage() {}
+
+func (x *Suppression) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Suppression.ProtoReflect.Descriptor instead.
+func (*Suppression) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Suppression) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Suppression) GetAddedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AddedAt
+	}
+	return nil
+}
+
+func (x *Suppression) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *Suppression) GetSource() Suppression_Source {
+	if x != nil {
+		return x.Source
+	}
+	return Suppression_SOURCE_UNSPECIFIED
+}
+
 var File_ivrsched_proto protoreflect.FileDescriptor
 
 const file_ivrsched_proto_rawDesc = "" +
@@ -2895,7 +3063,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
 	"\x05final\x18\b \x01(\bR\x05final\x12(\n" +
-	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\xb8\x05\n" +
+	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\xd5\x06\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -2908,7 +3076,9 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1a\n" +
 	"\bblackout\x18\n" +
 	" \x01(\tR\bblackout\x12#\n" +
-	"\rforget_offset\x18\v \x01(\x03R\fforgetOffset\"\x97\x02\n" +
+	"\rforget_offset\x18\v \x01(\x03R\fforgetOffset\x12?\n" +
+	"\rsuppressed_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\fsuppressedAt\x12E\n" +
+	"\x10suppressed_until\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0fsuppressedUntil\"\xac\x02\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x01\x12\x14\n" +
@@ -2925,7 +3095,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x12\x10\n" +
 	"\fKIND_TOO_OLD\x10\v\x12\x11\n" +
 	"\rKIND_ADVANCED\x10\x14\x12\x10\n" +
-	"\fKIND_RUN_NOW\x10\r\"o\n" +
+	"\fKIND_RUN_NOW\x10\r\x12\x13\n" +
+	"\x0fKIND_SUPPRESSED\x10\x15\"o\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\x121\n" +
 	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\xb3\x02\n" +
@@ -2974,7 +3145,19 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\fvalue_sha256\x18\x0e \x01(\fR\vvalueSha256\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\xc9\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xb4\x02\n" +
+	"\vSuppression\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x125\n" +
+	"\badded_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x127\n" +
+	"\x06source\x18\x04 \x01(\x0e2\x1f.ivrsched.v1.Suppression.SourceR\x06source\"k\n" +
+	"\x06Source\x12\x16\n" +
+	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"SOURCE_CLI\x10\x01\x12\x10\n" +
+	"\fSOURCE_ADMIN\x10\x02\x12\x13\n" +
+	"\x0fSOURCE_PRODUCER\x10\x03\x12\x12\n" +
+	"\x0eSOURCE_OPT_OUT\x10\x04*\xe1\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOUTCOME_PLACED\x10\x01\x12\x14\n" +
@@ -2984,7 +3167,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x0eOUTCOME_FAILED\x10\x05\x12\x13\n" +
 	"\x0fOUTCOME_RINGING\x10\x06\x12\x14\n" +
 	"\x10OUTCOME_CANCELED\x10\a\x12\x13\n" +
-	"\x0fOUTCOME_MACHINE\x10\bBc\n" +
+	"\x0fOUTCOME_MACHINE\x10\b\x12\x16\n" +
+	"\x12OUTCOME_SUPPRESSED\x10\tBc\n" +
 	"\x16com.github.ivrsched.v1B\rIvrschedProtoP\x01Z8github.com/ivrsched/ivrsched/codec/ivrschedpb;ivrschedpbb\x06proto3"
 
 var (
@@ -2999,106 +3183,113 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 	return file_ivrsched_proto_rawDescData
 }
 
-var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
 	(Wake_Kind)(0),                // 1: ivrsched.v1.Wake.Kind
 	(ScheduleEvent_Kind)(0),       // 2: ivrsched.v1.ScheduleEvent.Kind
-	(*Command)(nil),               // 3: ivrsched.v1.Command
-	(*Onboard)(nil),               // 4: ivrsched.v1.Onboard
-	(*FollowUp)(nil),              // 5: ivrsched.v1.FollowUp
-	(*Repeat)(nil),                // 6: ivrsched.v1.Repeat
-	(*Action)(nil),                // 7: ivrsched.v1.Action
-	(*Cancel)(nil),                // 8: ivrsched.v1.Cancel
-	(*Forget)(nil),                // 9: ivrsched.v1.Forget
-	(*CallEnded)(nil),             // 10: ivrsched.v1.CallEnded
-	(*RunNow)(nil),                // 11: ivrsched.v1.RunNow
-	(*Reschedule)(nil),            // 12: ivrsched.v1.Reschedule
-	(*UserState)(nil),             // 13: ivrsched.v1.UserState
-	(*Position)(nil),              // 14: ivrsched.v1.Position
-	(*FiredThrough)(nil),          // 15: ivrsched.v1.FiredThrough
-	(*Task)(nil),                  // 16: ivrsched.v1.Task
-	(*FiredTask)(nil),             // 17: ivrsched.v1.FiredTask
-	(*Tick)(nil),                  // 18: ivrsched.v1.Tick
-	(*Wake)(nil),                  // 19: ivrsched.v1.Wake
-	(*IVRCall)(nil),               // 20: ivrsched.v1.IVRCall
-	(*CallResult)(nil),            // 21: ivrsched.v1.CallResult
-	(*ScheduleEvent)(nil),         // 22: ivrsched.v1.ScheduleEvent
-	(*DialerState)(nil),           // 23: ivrsched.v1.DialerState
-	(*DialRecord)(nil),            // 24: ivrsched.v1.DialRecord
-	(*CallStatus)(nil),            // 25: ivrsched.v1.CallStatus
-	(*DeadLetter)(nil),            // 26: ivrsched.v1.DeadLetter
-	(*Header)(nil),                // 27: ivrsched.v1.Header
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
+	(Suppression_Source)(0),       // 3: ivrsched.v1.Suppression.Source
+	(*Command)(nil),               // 4: ivrsched.v1.Command
+	(*Onboard)(nil),               // 5: ivrsched.v1.Onboard
+	(*FollowUp)(nil),              // 6: ivrsched.v1.FollowUp
+	(*Repeat)(nil),                // 7: ivrsched.v1.Repeat
+	(*Action)(nil),                // 8: ivrsched.v1.Action
+	(*Cancel)(nil),                // 9: ivrsched.v1.Cancel
+	(*Forget)(nil),                // 10: ivrsched.v1.Forget
+	(*CallEnded)(nil),             // 11: ivrsched.v1.CallEnded
+	(*RunNow)(nil),                // 12: ivrsched.v1.RunNow
+	(*Reschedule)(nil),            // 13: ivrsched.v1.Reschedule
+	(*UserState)(nil),             // 14: ivrsched.v1.UserState
+	(*Position)(nil),              // 15: ivrsched.v1.Position
+	(*FiredThrough)(nil),          // 16: ivrsched.v1.FiredThrough
+	(*Task)(nil),                  // 17: ivrsched.v1.Task
+	(*FiredTask)(nil),             // 18: ivrsched.v1.FiredTask
+	(*Tick)(nil),                  // 19: ivrsched.v1.Tick
+	(*Wake)(nil),                  // 20: ivrsched.v1.Wake
+	(*IVRCall)(nil),               // 21: ivrsched.v1.IVRCall
+	(*CallResult)(nil),            // 22: ivrsched.v1.CallResult
+	(*ScheduleEvent)(nil),         // 23: ivrsched.v1.ScheduleEvent
+	(*DialerState)(nil),           // 24: ivrsched.v1.DialerState
+	(*DialRecord)(nil),            // 25: ivrsched.v1.DialRecord
+	(*CallStatus)(nil),            // 26: ivrsched.v1.CallStatus
+	(*DeadLetter)(nil),            // 27: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 28: ivrsched.v1.Header
+	(*Suppression)(nil),           // 29: ivrsched.v1.Suppression
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
-	4,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
-	8,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
-	12, // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
-	9,  // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
-	10, // 4: ivrsched.v1.Command.call_ended:type_name -> ivrsched.v1.CallEnded
-	11, // 5: ivrsched.v1.Command.run_now:type_name -> ivrsched.v1.RunNow
-	28, // 6: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	28, // 7: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
-	5,  // 8: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	29, // 9: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	28, // 10: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
-	7,  // 11: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
-	6,  // 12: ivrsched.v1.FollowUp.repeat:type_name -> ivrsched.v1.Repeat
-	28, // 13: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
+	5,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
+	9,  // 1: ivrsched.v1.Command.cancel:type_name -> ivrsched.v1.Cancel
+	13, // 2: ivrsched.v1.Command.reschedule:type_name -> ivrsched.v1.Reschedule
+	10, // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
+	11, // 4: ivrsched.v1.Command.call_ended:type_name -> ivrsched.v1.CallEnded
+	12, // 5: ivrsched.v1.Command.run_now:type_name -> ivrsched.v1.RunNow
+	30, // 6: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	30, // 7: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	6,  // 8: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
+	31, // 9: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	30, // 10: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	8,  // 11: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
+	7,  // 12: ivrsched.v1.FollowUp.repeat:type_name -> ivrsched.v1.Repeat
+	30, // 13: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
 	0,  // 14: ivrsched.v1.CallEnded.outcome:type_name -> ivrsched.v1.Outcome
-	29, // 15: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	28, // 16: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	28, // 17: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
-	16, // 18: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
-	17, // 19: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
-	15, // 20: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
-	28, // 21: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
-	28, // 22: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
-	14, // 23: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
-	14, // 24: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
-	28, // 25: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
-	14, // 26: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
-	28, // 27: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
-	7,  // 28: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
-	28, // 29: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
-	6,  // 30: ivrsched.v1.Task.repeat:type_name -> ivrsched.v1.Repeat
-	28, // 31: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
+	31, // 15: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	30, // 16: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	30, // 17: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	17, // 18: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
+	18, // 19: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
+	16, // 20: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
+	30, // 21: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
+	30, // 22: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
+	15, // 23: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
+	15, // 24: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
+	30, // 25: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
+	15, // 26: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
+	30, // 27: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	8,  // 28: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
+	30, // 29: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
+	7,  // 30: ivrsched.v1.Task.repeat:type_name -> ivrsched.v1.Repeat
+	30, // 31: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
 	0,  // 32: ivrsched.v1.Task.outcome:type_name -> ivrsched.v1.Outcome
-	28, // 33: ivrsched.v1.Task.first_requested_at:type_name -> google.protobuf.Timestamp
-	16, // 34: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	28, // 35: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	28, // 36: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
-	14, // 37: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
+	30, // 33: ivrsched.v1.Task.first_requested_at:type_name -> google.protobuf.Timestamp
+	17, // 34: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
+	30, // 35: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	30, // 36: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	15, // 37: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
 	1,  // 38: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
-	28, // 39: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
-	28, // 40: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
-	28, // 41: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	28, // 42: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
-	7,  // 43: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	28, // 44: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	30, // 39: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
+	30, // 40: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
+	30, // 41: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	30, // 42: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	8,  // 43: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
+	30, // 44: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
 	0,  // 45: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	28, // 46: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	30, // 46: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
 	2,  // 47: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	28, // 48: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	28, // 49: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
-	28, // 50: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
-	24, // 51: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
-	20, // 52: ivrsched.v1.DialerState.in_flight:type_name -> ivrsched.v1.IVRCall
-	0,  // 53: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	28, // 54: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	0,  // 55: ivrsched.v1.CallStatus.outcome:type_name -> ivrsched.v1.Outcome
-	28, // 56: ivrsched.v1.CallStatus.at:type_name -> google.protobuf.Timestamp
-	28, // 57: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
-	27, // 58: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
-	28, // 59: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	30, // 48: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	30, // 49: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	30, // 50: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
+	30, // 51: ivrsched.v1.ScheduleEvent.suppressed_at:type_name -> google.protobuf.Timestamp
+	30, // 52: ivrsched.v1.ScheduleEvent.suppressed_until:type_name -> google.protobuf.Timestamp
+	25, // 53: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
+	21, // 54: ivrsched.v1.DialerState.in_flight:type_name -> ivrsched.v1.IVRCall
+	0,  // 55: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
+	30, // 56: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	0,  // 57: ivrsched.v1.CallStatus.outcome:type_name -> ivrsched.v1.Outcome
+	30, // 58: ivrsched.v1.CallStatus.at:type_name -> google.protobuf.Timestamp
+	30, // 59: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	28, // 60: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	30, // 61: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	30, // 62: ivrsched.v1.Suppression.added_at:type_name -> google.protobuf.Timestamp
+	30, // 63: ivrsched.v1.Suppression.until:type_name -> google.protobuf.Timestamp
+	3,  // 64: ivrsched.v1.Suppression.source:type_name -> ivrsched.v1.Suppression.Source
+	65, // [65:65] is the sub-list for method output_type
+	65, // [65:65] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -3127,8 +3318,8 @@ func file_ivrsched_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   25,
+			NumEnums:      4,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

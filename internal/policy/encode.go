@@ -50,6 +50,8 @@ type rulesJSON struct {
 	Retry     any             `json:"retry,omitempty"` // "none" or a map
 	// RFC 3339 in UTC.
 	PausedUntil string `json:"paused_until,omitempty"`
+	// Written only when true: a policy without it keeps its version.
+	SuppressionExempt bool `json:"suppression_exempt,omitempty"`
 }
 
 type openHoursJSON struct {
@@ -118,6 +120,7 @@ func rulesToJSON(r Rules) rulesJSON {
 	if r.PausedUntil != nil {
 		out.PausedUntil = r.PausedUntil.UTC().Format(time.RFC3339Nano)
 	}
+	out.SuppressionExempt = r.SuppressionExempt
 	return out
 }
 

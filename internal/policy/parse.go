@@ -234,7 +234,13 @@ func (ps *parser) document(root *yaml.Node) (Rules, map[string]Rules, []string) 
 	var campaigns map[string]Rules
 	var countries []string
 	ps.fields("", root, "a mapping with default, campaigns and countries", map[string]func(string, *yaml.Node){
-		"default": func(path string, v *yaml.Node) { def = ps.rules(path, v) },
+		"default": func(path string, v *yaml.Node) {
+			def = ps.rules(path, v)
+			if def.SuppressionExempt {
+				ps.fail(join(path, "suppression_exempt"), v, "only a campaign may be exempted from the do-not-call list; name it under campaigns")
+				def.SuppressionExempt = false
+			}
+		},
 		"countries": func(path string, v *yaml.Node) {
 			countries = ps.regions(path, v, "is empty: no call would be placed; leave countries out to call every country")
 		},
@@ -269,7 +275,15 @@ func (ps *parser) document(root *yaml.Node) (Rules, map[string]Rules, []string) 
 // (kept in UTC), and spread, a duration up to MaxSpread.
 func (ps *parser) rules(path string, n *yaml.Node) Rules {
 	var r Rules
-	ps.fields(path, n, "a mapping of rules (open_hours, blackouts, cap, spread, retry, paused_until)", map[string]func(string, *yaml.Node){
+	ps.fields(path, n, "a mapping of rules (open_hours, blackouts, cap, spread, retry, paused_until, suppression_exempt)", map[string]func(string, *yaml.Node){
+		"suppression_exempt": func(path string, v *yaml.Node) {
+			v = deref(v)
+			if v == nil || v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
+				ps.fail(path, v, "%s is not a boolean; accepted: true or false", describe(v))
+				return
+			}
+			r.SuppressionExempt, _ = strconv.ParseBool(v.Value)
+		},
 		"paused_until": func(path string, v *yaml.Node) {
 			v = deref(v)
 			var t time.Time

@@ -84,6 +84,10 @@ type Rules struct {
 	// A call due before it goes at the first instant after it that the
 	// other rules allow, spread like a window's opening. Nil: not paused.
 	PausedUntil *time.Time
+	// SuppressionExempt: calls of this campaign are placed even to numbers
+	// on the do-not-call list (ivr-suppressions). Only a campaign override
+	// may set it; the default is never exempt.
+	SuppressionExempt bool
 }
 
 // OpenHours is one weekly rule: on each of Days, from From to To, in the
@@ -195,7 +199,19 @@ func merge(def, o Rules) Rules {
 	if o.PausedUntil != nil {
 		def.PausedUntil = o.PausedUntil
 	}
+	def.SuppressionExempt = o.SuppressionExempt
 	return def
+}
+
+// SuppressionExempt reports whether the policy exempts campaign from the
+// do-not-call list: only a campaign override naming it does. A nil policy
+// exempts none.
+func (p *Policy) SuppressionExempt(campaign string) bool {
+	if p == nil || campaign == "" {
+		return false
+	}
+	c, ok := p.compiled[campaign]
+	return ok && c.rules.SuppressionExempt
 }
 
 // RetryFor returns the retry rules of a campaign (never nil; one that
