@@ -30,7 +30,7 @@ func TestSuppressionExempt(t *testing.T) {
 		t.Error("a nil policy exempts a campaign")
 	}
 	for doc, want := range map[string]string{
-		"default: {suppression_exempt: true}\n":     "default.suppression_exempt",
+		"default: {suppression_exempt: true}\n":      "default.suppression_exempt",
 		"campaigns:\n  a: {suppression_exempt: 1}\n": "not a boolean",
 	} {
 		_, err := Parse([]byte(doc))
