@@ -27,6 +27,7 @@ import (
 	"github.com/ivrsched/ivrsched/internal/deadletter"
 	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/policy"
+	"github.com/ivrsched/ivrsched/internal/suppress"
 	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -89,7 +90,12 @@ type Config struct {
 	// goroutine, once per fire, so it must be cheap (a Prometheus
 	// histogram is).
 	Lateness Observer
-	Logger   *slog.Logger
+	// Suppressions is the do-not-call list (nil: none). A follow-up whose
+	// number it lists is not called when it falls due: it is reported
+	// KIND_SUPPRESSED and counts as done. Called from every partition
+	// goroutine; an error fails the partition, so the input replays.
+	Suppressions suppress.Checker
+	Logger       *slog.Logger
 }
 
 // Observer takes one observation (prometheus.Observer is one). It is
@@ -176,6 +182,9 @@ type Stats struct {
 	// FiredTrimmed counts fired follow-ups dropped from users' histories,
 	// beyond FiredHistory, to keep their values within MaxValueBytes.
 	FiredTrimmed atomic.Int64
+	// Suppressed counts due follow-ups not called because their number is
+	// on the do-not-call list (reported KIND_SUPPRESSED).
+	Suppressed atomic.Int64
 }
 
 // Scheduler holds the callbacks and the punctuator of the scheduler processor.

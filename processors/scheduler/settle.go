@@ -89,12 +89,16 @@ func (s *Scheduler) settleFire(ctx goka.Context, st *pb.UserState) bool {
 		}
 		t.Held = false
 		f := &pb.FiredTask{Task: t, CallId: CallID(ctx.Key(), t), FiredAt: firedAt}
+		calls = append(calls, f)
+		if e := s.suppressed(ctx, st, t); e != nil {
+			s.reportSuppressed(ctx, ctx.Key(), t, f.CallId, e, firedAt)
+			return
+		}
 		ctx.Emit(s.cfg.Topics.Calls, ctx.Key(), s.call(st, t, f.CallId, f.FiredAt))
 		s.Stats.Fired.Add(1)
 		if s.cfg.Lateness != nil {
 			s.cfg.Lateness.Observe(now.Sub(t.GetDueAt().AsTime()).Seconds())
 		}
-		calls = append(calls, f)
 	}
 	for _, f := range fired { // at or before the mark, put there by this command
 		changed = true

@@ -139,6 +139,10 @@ func (s *Scheduler) sweepDeferred(ctx goka.Context, part int32, now time.Time) (
 // into the index, not fired, so the positions returned all come before
 // the first parked one and the mark can move to the last.
 //
+// A follow-up whose number is on the do-not-call list is not called but
+// reported (KIND_SUPPRESSED) and done all the same; a replay checks the
+// list again.
+//
 // Nothing is skipped silently: a store that cannot be read, or a follow-up
 // the index holds but its user's value does not, fails the partition
 // (ctx.Fail: Goka stops the processor before the tick is committed, the
@@ -192,8 +196,15 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []dueindex.Pos, now
 				continue
 			}
 		}
-		ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, CallID(p.User, t), firedAt))
-		calls++
+		if e := s.suppressed(ctx, st, t); e != nil {
+			// Not called, reported, and done like a fired one: the mark
+			// passes it; a series goes on (its next occurrence is checked
+			// when due).
+			s.reportSuppressed(ctx, p.User, t, CallID(p.User, t), e, firedAt)
+		} else {
+			ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, CallID(p.User, t), firedAt))
+			calls++
+		}
 		if s.cfg.Lateness != nil && !replay {
 			s.cfg.Lateness.Observe(float64(now.UnixNano()-p.Due) / 1e9)
 		}

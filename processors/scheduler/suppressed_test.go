@@ -1,0 +1,219 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+	gokacodec "github.com/lovoo/goka/codec"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/policy"
+	"github.com/ivrsched/ivrsched/internal/suppress"
+)
+
+var testKey = suppress.Key("0123456789abcdef0123456789abcdef")
+
+const (
+	harnessNum  = "+4915112345678" // the number harness.onboard gives every user
+	otherNumber = "+4915112345679"
+)
+
+// suppressions is the do-not-call list of a test: a Goka view of the
+// suppression topic on the harness's tester, as the application reads it.
+type suppressions struct {
+	h    *harness
+	view *goka.View
+	fail atomic.Bool // Check fails while set
+	pol  atomic.Pointer[policy.Policy]
+}
+
+// withSuppressions gives the scheduler the list l (set up by suppressed).
+func withSuppressions(l **suppress.List) func(*Config) {
+	return func(c *Config) {
+		*l = &suppress.List{Key: testKey, Clock: c.Clock}
+		c.Suppressions = *l
+	}
+}
+
+// newSuppressed builds a harness whose scheduler checks a view of the
+// suppression topic.
+func newSuppressed(t *testing.T, opts ...func(*Config)) *suppressions {
+	t.Helper()
+	var l *suppress.List
+	h := newHarness(t, append(opts, withSuppressions(&l))...)
+	v, err := goka.NewView(nil, h.topics.Suppressions, new(gokacodec.Bytes), goka.WithViewTester(h.tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-v.WaitRunning()
+	s := &suppressions{h: h, view: v}
+	l.Get = func(key string) ([]byte, error) {
+		if s.fail.Load() {
+			return nil, errors.New("injected view fault")
+		}
+		b, err := v.Get(key)
+		if b == nil || err != nil {
+			return nil, err
+		}
+		return b.([]byte), nil
+	}
+	l.Policy = s.pol.Load
+	return s
+}
+
+// add lists number until until (zero: no end).
+func (s *suppressions) add(number, reason string, until time.Time) {
+	e := &pb.Suppression{Reason: reason, AddedAt: timestamppb.New(s.h.clk.Now()), Source: pb.Suppression_SOURCE_CLI}
+	if !until.IsZero() {
+		e.Until = timestamppb.New(until)
+	}
+	b, _ := proto.Marshal(e)
+	s.h.tt.SetTableValue(s.h.topics.Suppressions, testKey.Hash(number), b)
+}
+
+func (h *harness) onboardNumber(user, number string, f ...*pb.FollowUp) {
+	h.send(user, &pb.Command{UserId: user, Command: &pb.Command_Onboard{Onboard: &pb.Onboard{Phone: number, TimeZone: "Europe/Berlin", FollowUps: f}}})
+}
+
+// expectSuppressed drains the events and wants one KIND_SUPPRESSED per
+// task, in order, each with the entry's reason and time.
+func (h *harness) expectSuppressed(reason string, tasks ...string) []*pb.ScheduleEvent {
+	h.t.Helper()
+	var got []*pb.ScheduleEvent
+	for _, e := range h.nextEvents() {
+		if e.GetKind() == pb.ScheduleEvent_KIND_SUPPRESSED {
+			got = append(got, e)
+		}
+	}
+	if len(got) != len(tasks) {
+		h.t.Fatalf("got %d suppressed reports %v, want tasks %v", len(got), got, tasks)
+	}
+	for i, e := range got {
+		if e.GetTaskId() != tasks[i] || e.GetReason() != reason || e.GetSuppressedAt() == nil || e.GetCallId() == "" {
+			h.t.Fatalf("report %d: %v, want task %q, reason %q, the entry's time and the call id", i, e, tasks[i], reason)
+		}
+	}
+	return got
+}
+
+// A suppressed number's due follow-ups are not called: each is reported
+// KIND_SUPPRESSED, once, and done (the mark passes it, the next command
+// records it as fired); another number is called as usual.
+func TestSuppressedNumberIsNotCalled(t *testing.T) {
+	s := newSuppressed(t)
+	h := s.h
+	h.onboard("u1", delay("a", time.Second), delay("b", 2*time.Second))
+	h.onboardNumber("u2", otherNumber, delay("c", time.Second))
+	h.nextEvents()
+	s.add(harnessNum, "opted out", time.Time{})
+	h.tickAt(time.Second)
+	h.expectCalls("c")
+	h.expectSuppressed("opted out", "a")
+	h.tickAt(2 * time.Second)
+	h.expectCalls()
+	h.expectSuppressed("opted out", "b")
+	h.tickAt(3 * time.Second) // nothing reported twice
+	h.expectSuppressed("opted out")
+	if n := h.s.Stats.Suppressed.Load(); n != 2 {
+		t.Fatalf("suppressed count %d", n)
+	}
+	h.onboard("u1") // settles what the ticks did
+	if st := h.state("u1"); len(st.GetPending()) != 0 || len(st.GetFired()) != 2 {
+		t.Fatalf("state %v", st)
+	}
+}
+
+// An entry ends at its until, by the scheduler's clock.
+func TestSuppressionUntilExpires(t *testing.T) {
+	s := newSuppressed(t)
+	h := s.h
+	h.onboard("u1", delay("a", time.Second), delay("b", time.Minute))
+	s.add(harnessNum, "for a while", t0.Add(30*time.Second))
+	h.tickAt(time.Second)
+	h.expectCalls()
+	h.expectSuppressed("for a while", "a")
+	h.tickAt(time.Minute)
+	h.expectCalls("b")
+	h.expectSuppressed("for a while")
+}
+
+// The list is by number: a Forget and a new onboarding of the same number,
+// under the same or another user id, do not lift it.
+func TestSuppressionSurvivesForgetAndReonboarding(t *testing.T) {
+	s := newSuppressed(t)
+	h := s.h
+	s.add(harnessNum, "do not call", time.Time{})
+	h.onboard("u1", delay("a", time.Hour))
+	h.send("u1", &pb.Command{UserId: "u1", Command: &pb.Command_Forget{Forget: &pb.Forget{}}})
+	h.onboard("u1", delay("b", time.Second))
+	h.onboard("u3", delay("c", time.Second))
+	h.nextEvents()
+	h.tickAt(time.Second)
+	h.expectCalls()
+	h.expectSuppressed("do not call", "b", "c")
+}
+
+// A campaign the calling policy exempts (suppression_exempt) is called.
+func TestSuppressionExemptCampaignIsCalled(t *testing.T) {
+	s := newSuppressed(t)
+	h := s.h
+	pol, err := policy.Parse([]byte("default: {open_hours: [{days: [mon, tue, wed, thu, fri, sat, sun], from: \"00:00\", to: \"24:00\"}]}\ncampaigns:\n  urgent: {suppression_exempt: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pol.Store(pol)
+	s.add(harnessNum, "do not call", time.Time{})
+	urgent := delay("a", time.Second)
+	urgent.Action.CampaignId = "urgent"
+	h.onboard("u1", urgent, delay("b", time.Second))
+	h.nextEvents()
+	h.tickAt(time.Second)
+	h.expectCalls("a")
+	h.expectSuppressed("do not call", "b")
+}
+
+// A follow-up a command fires itself (scheduled at or before the mark) is
+// checked too, and recorded as fired in the same write.
+func TestSuppressedInTheCommandCallback(t *testing.T) {
+	s := newSuppressed(t)
+	h := s.h
+	h.onboardNumber("u2", otherNumber, delay("x", 10*time.Second))
+	h.tickAt(10 * time.Second)
+	h.expectCalls("x")
+	s.add(harnessNum, "do not call", time.Time{})
+	h.nextEvents()
+	h.onboard("u1", at("past", t0.Add(5*time.Second)))
+	h.expectCalls()
+	h.expectSuppressed("do not call", "past")
+	if st := h.state("u1"); len(st.GetPending()) != 0 || len(st.GetFired()) != 1 {
+		t.Fatalf("state %v", st)
+	}
+}
+
+// A list that cannot be read fails the partition: nothing called, nothing
+// reported, and the mark stays before the follow-up.
+func TestSuppressionReadErrorFailsThePartition(t *testing.T) {
+	f := &faultyStore{}
+	s := newSuppressed(t, withFaultyTable(f))
+	h := s.h
+	h.onboard("u1", delay("a", time.Second))
+	h.nextEvents()
+	s.fail.Store(true)
+	h.tickAt(time.Second)
+	h.expectFailure("injected view fault")
+	if m := f.value(t, tickKey); m != nil {
+		t.Fatalf("mark written: %v", m)
+	}
+	h.expectCalls()
+	h.expectSuppressed("")
+}
