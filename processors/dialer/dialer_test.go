@@ -73,15 +73,25 @@ type harness struct {
 
 func setup(t *testing.T, prov provider.Provider, maxInFlight int, opts ...func(*Config)) *harness {
 	t.Helper()
+	return setupPlacer(t, prov, maxInFlight, nil, opts...)
+}
+
+// setupPlacer is setup with pc (nil: none) applied to the placer's configuration.
+func setupPlacer(t *testing.T, prov provider.Provider, maxInFlight int, pc func(*placement.Config), opts ...func(*Config)) *harness {
+	t.Helper()
 	h := &harness{tt: tester.New(t), topics: topology.NewTopics("")}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	loop, err := goka.NewEmitter(nil, h.topics.DialerLoop(), new(codec.CallStatus), goka.WithEmitterTester(h.tt))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.p, err = placement.New(placement.Config{Provider: prov, Results: loop, Table: string(h.topics.DialerTable()), Partitions: 1,
+	pcfg := placement.Config{Provider: prov, Results: loop, Table: string(h.topics.DialerTable()), Partitions: 1,
 		Calls: string(h.topics.Calls), Events: string(h.topics.Events), Loop: string(h.topics.DialerLoop()),
-		MaxInFlight: maxInFlight, Logger: log})
+		MaxInFlight: maxInFlight, Logger: log}
+	if pc != nil {
+		pc(&pcfg)
+	}
+	h.p, err = placement.New(pcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,13 @@ import (
 // ivrsched received the outcome, the same on every replay), from which the
 // retry's delay counts; the scheduler checks it against the onboarding
 // record's time like any producer's.
+//
+// A call not placed because its number is on the do-not-call list
+// (OUTCOME_SUPPRESSED) is reported whatever the policy, for the scheduler
+// to report the follow-up KIND_SUPPRESSED on followup-events.
 func (d *Dialer) reportEnded(ctx goka.Context, res *pb.CallResult) {
-	if d.cfg.Policy == nil || !d.cfg.Policy().Retries() || res.GetTaskId() == "" {
+	retries := d.cfg.Policy != nil && d.cfg.Policy().Retries()
+	if (!retries && res.GetOutcome() != pb.Outcome_OUTCOME_SUPPRESSED) || res.GetTaskId() == "" {
 		return
 	}
 	at := ctx.Timestamp()

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -36,6 +37,14 @@ func (s *Scheduler) callEnded(ctx goka.Context, st *pb.UserState, e *pb.CallEnde
 	if t.GetOutcome() != pb.Outcome_OUTCOME_UNSPECIFIED {
 		s.Stats.EndedRepeats.Add(1)
 		return moved, nil
+	}
+	if e.GetOutcome() == pb.Outcome_OUTCOME_SUPPRESSED {
+		// The dialer found the number on the do-not-call list just before
+		// placing the call: final, never retried.
+		t.Outcome = e.GetOutcome()
+		s.reportSuppressed(ctx, ctx.Key(), t, e.GetCallId(), &pb.Suppression{Reason: strings.TrimPrefix(e.GetDetail(), placementSuppressed)},
+			timestamppb.New(s.cfg.Clock.Now()))
+		return true, nil
 	}
 	pol := s.policyNow()
 	rules := &policy.Retry{}
@@ -191,6 +200,8 @@ func outcomeName(o pb.Outcome) string {
 		return "canceled"
 	case pb.Outcome_OUTCOME_PLACED:
 		return "placed"
+	case pb.Outcome_OUTCOME_SUPPRESSED:
+		return "suppressed"
 	}
 	return o.String()
 }

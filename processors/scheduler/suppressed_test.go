@@ -217,3 +217,29 @@ func TestSuppressionReadErrorFailsThePartition(t *testing.T) {
 	h.expectCalls()
 	h.expectSuppressed("")
 }
+
+// A call the dialer did not place because the number was listed after the
+// follow-up fired (CallEnded OUTCOME_SUPPRESSED) ends the follow-up with
+// KIND_SUPPRESSED, without a retry even where the policy retries.
+func TestCallEndedSuppressedIsReported(t *testing.T) {
+	var pol atomic.Pointer[policy.Policy]
+	p, err := policy.Parse([]byte("default: {open_hours: [{days: [mon, tue, wed, thu, fri, sat, sun], from: \"00:00\", to: \"24:00\"}], retry: {failed: {delay: 1m}}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.Store(p)
+	h := newHarness(t, withPolicy(&pol))
+	h.onboard("u1", delay("a", time.Second))
+	h.tickAt(time.Second)
+	c := h.expectCalls("a")[0]
+	h.nextEvents()
+	h.send("u1", &pb.Command{UserId: "u1", RequestedAt: timestamppb.New(h.clk.Now()), Command: &pb.Command_CallEnded{CallEnded: &pb.CallEnded{
+		TaskId: "a", CallId: c.GetCallId(), Attempt: 1, Outcome: pb.Outcome_OUTCOME_SUPPRESSED, Detail: "suppressed: opted out"}}})
+	got := h.nextEvents()
+	if len(got) != 1 || got[0].GetKind() != pb.ScheduleEvent_KIND_SUPPRESSED || got[0].GetReason() != "opted out" || got[0].GetCallId() != c.GetCallId() {
+		t.Fatalf("events %v", got)
+	}
+	if st := h.state("u1"); len(st.GetPending()) != 0 {
+		t.Fatalf("a retry was scheduled: %v", st)
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/ivrsched/ivrsched/internal/clock"
 	"github.com/ivrsched/ivrsched/internal/providers/provider"
 	"github.com/ivrsched/ivrsched/internal/ratelimit"
+	"github.com/ivrsched/ivrsched/internal/suppress"
 )
 
 // Emitter takes the placements' answers: a *pb.CallStatus keyed by user id,
@@ -87,8 +88,14 @@ type Config struct {
 	// CPS limit). Both are called concurrently from the workers (a
 	// Prometheus histogram is an Observer).
 	Latency, RateWait Observer
-	Clock             clock.Clock
-	Logger            *slog.Logger
+	// Suppressions is the do-not-call list (nil: none), checked just
+	// before each request: a listed number's call is not placed, its
+	// answer is OUTCOME_SUPPRESSED (final), recorded and reported like any
+	// answer. A list that cannot be read holds the call back like a
+	// retryable refusal, until the call's deadline (then it fails).
+	Suppressions suppress.Checker
+	Clock        clock.Clock
+	Logger       *slog.Logger
 }
 
 // Observer takes one observation (prometheus.Observer is one). It is
@@ -144,6 +151,9 @@ type Stats struct {
 	// Resubmitted: calls found in flight in values written by earlier
 	// versions when a partition came.
 	Resubmitted atomic.Int64
+	// Suppressed: calls not placed because their number is on the
+	// do-not-call list.
+	Suppressed atomic.Int64
 	// Unreadable: values that listed calls in flight but did not decode
 	// when a partition came (their calls are not placed again).
 	Unreadable atomic.Int64
@@ -642,11 +652,15 @@ func (p *Placer) release(id string) {
 
 // place sends the call until the provider answers it, refuses it for good,
 // or its deadline passes. It returns nil when the placer stops or the call
-// is no longer held: no answer is stored then.
+// is no longer held: no answer is stored then. Just before each request
+// the number is checked against the do-not-call list: a listed one is not
+// placed (answer OUTCOME_SUPPRESSED); a list that cannot be read is waited
+// for like a retryable refusal.
 func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 	c := j.call
 	var deadline time.Time
 	backoff := p.cfg.MinBackoff
+	requests := 0
 	for n := 1; ; n++ {
 		if p.bucket != nil {
 			began := p.cfg.Clock.Now()
@@ -668,26 +682,18 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 		if n == 1 {
 			deadline = now.Add(p.cfg.Deadline)
 		} else if !now.Before(deadline) {
-			return failed(c, n-1, fmt.Errorf("the %v deadline passed waiting to send again", p.cfg.Deadline), now)
+			return failed(c, requests, fmt.Errorf("the %v deadline passed waiting to send again", p.cfg.Deadline), now)
 		}
-		p.Stats.Requests.Add(1)
-		rctx, cancel := context.WithTimeout(ctx, min(p.cfg.CallTimeout, deadline.Sub(now)))
-		res, err := p.cfg.Provider.Place(rctx, c)
-		cancel()
-		if p.cfg.Latency != nil {
-			p.cfg.Latency.Observe(p.cfg.Clock.Now().Sub(now).Seconds())
-		}
-		if err == nil {
-			return &pb.CallStatus{CallId: c.GetCallId(), UserId: c.GetUserId(), Outcome: res.Outcome, Final: res.Final,
-				Detail: res.Detail, ProviderCallId: res.ProviderCallID, Placement: true, Requests: uint32(n), At: timestamppb.New(p.cfg.Clock.Now()),
-				TaskId: c.GetTaskId(), Attempt: c.GetAttempt()}
+		res, err := p.request(ctx, c, now, deadline, &requests)
+		if err == nil && res != nil {
+			return res
 		}
 		if ctx.Err() != nil {
 			return nil // stopping: the call stays uncommitted in ivr-calls
 		}
 		re, retry := provider.AsRetryable(err)
 		if !retry {
-			return failed(c, n, err, p.cfg.Clock.Now())
+			return failed(c, requests, err, p.cfg.Clock.Now())
 		}
 		switch {
 		case re.Status == 429:
@@ -699,9 +705,9 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 		wait = max(wait, re.RetryAfter)
 		backoff = min(2*backoff, p.cfg.MaxBackoff)
 		if now = p.cfg.Clock.Now(); !now.Add(wait).Before(deadline) {
-			return failed(c, n, fmt.Errorf("gave up within the %v deadline: %w", p.cfg.Deadline, err), now)
+			return failed(c, requests, fmt.Errorf("gave up within the %v deadline: %w", p.cfg.Deadline, err), now)
 		}
-		p.cfg.Logger.Debug("call retried", "call_id", c.GetCallId(), "requests", n, "after", wait, "err", err)
+		p.cfg.Logger.Debug("call retried", "call_id", c.GetCallId(), "requests", requests, "after", wait, "err", err)
 		select {
 		case <-p.cfg.Clock.After(wait):
 		case <-ctx.Done():
@@ -712,6 +718,43 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 			return nil
 		}
 	}
+}
+
+// SuppressedDetail starts the detail of a call not placed because its
+// number is on the do-not-call list; the entry's reason follows.
+const SuppressedDetail = "suppressed: "
+
+// request checks the call's number against the do-not-call list and, if it
+// is not listed, sends one request (counted in requests). It returns the
+// answer, or the error to retry or fail on; a list that cannot be read is a
+// retryable error.
+func (p *Placer) request(ctx context.Context, c *pb.IVRCall, now, deadline time.Time, requests *int) (*pb.CallStatus, error) {
+	if p.cfg.Suppressions != nil {
+		e, err := p.cfg.Suppressions.Check(c.GetPhone(), c.GetAction().GetCampaignId())
+		if err != nil {
+			return nil, &provider.RetryableError{Err: fmt.Errorf("the do-not-call list: %w", err)}
+		}
+		if e != nil {
+			p.Stats.Suppressed.Add(1)
+			return &pb.CallStatus{CallId: c.GetCallId(), UserId: c.GetUserId(), Outcome: pb.Outcome_OUTCOME_SUPPRESSED, Final: true,
+				Detail: SuppressedDetail + suppress.Reason(e), Placement: true, Requests: uint32(*requests), At: timestamppb.New(now),
+				TaskId: c.GetTaskId(), Attempt: c.GetAttempt()}, nil
+		}
+	}
+	*requests++
+	p.Stats.Requests.Add(1)
+	rctx, cancel := context.WithTimeout(ctx, min(p.cfg.CallTimeout, deadline.Sub(now)))
+	res, err := p.cfg.Provider.Place(rctx, c)
+	cancel()
+	if p.cfg.Latency != nil {
+		p.cfg.Latency.Observe(p.cfg.Clock.Now().Sub(now).Seconds())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CallStatus{CallId: c.GetCallId(), UserId: c.GetUserId(), Outcome: res.Outcome, Final: res.Final,
+		Detail: res.Detail, ProviderCallId: res.ProviderCallID, Placement: true, Requests: uint32(*requests), At: timestamppb.New(p.cfg.Clock.Now()),
+		TaskId: c.GetTaskId(), Attempt: c.GetAttempt()}, nil
 }
 
 func failed(c *pb.IVRCall, requests int, err error, now time.Time) *pb.CallStatus {
