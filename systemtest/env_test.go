@@ -37,6 +37,13 @@ import (
 	"github.com/ivrsched/ivrsched/topology"
 )
 
+// The suppression key of every process the tests start (unless the
+// environment sets one).
+const (
+	suppressionKeyEnv    = "IVRSCHED_SUPPRESSION_KEY"
+	systemSuppressionKey = "systemtest-suppression-key-0123456789abcdef"
+)
+
 // binary is the ivrsched binary built once for the whole run.
 var binary string
 
@@ -45,6 +52,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// Every role needs the do-not-call list's key; the processes inherit it.
+	if os.Getenv(suppressionKeyEnv) == "" {
+		os.Setenv(suppressionKeyEnv, systemSuppressionKey)
+	}
 	dir, err := os.MkdirTemp("", "ivrsched-systemtest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -14,6 +14,7 @@
 //	ivrsched upcoming     the next due follow-ups across all partitions (admin API)
 //	ivrsched run-now      fire a pending follow-up now
 //	ivrsched pause        pause a campaign (resume ends it)
+//	ivrsched suppress     the do-not-call list (suppress add|remove|check|list)
 //
 // Run "ivrsched <command> --help" for the flags of each.
 package main
@@ -50,6 +51,7 @@ var commands = []command{
 	{"run-now", "fire a pending follow-up of a user now (a command through the scheduler)", cmdRunNow},
 	{"pause", "pause a campaign's calls for --for (part of the calling policy)", cmdPause},
 	{"resume", "end a campaign's pause: its held calls go", cmdResume},
+	{"suppress", "the do-not-call list by number: suppress add|remove|check|list", cmdSuppress},
 }
 
 func usage(w io.Writer) {
@@ -92,6 +94,6 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, upcoming, run-now, pause, resume)\n", args[0])
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, upcoming, run-now, pause, resume, suppress)\n", args[0])
 	return 2
 }

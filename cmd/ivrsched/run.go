@@ -26,6 +26,7 @@ import (
 	"github.com/ivrsched/ivrsched/internal/admin"
 	"github.com/ivrsched/ivrsched/internal/app"
 	"github.com/ivrsched/ivrsched/internal/policy"
+	"github.com/ivrsched/ivrsched/internal/suppress"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
 )
 
@@ -49,6 +50,10 @@ type roleFlags struct {
 	adminToken    string // a file with the web page's admin token
 	adminURL      string
 	adminNetworks string
+	// suppressionKey is --suppression-key-file's value; embedded: on the
+	// embedded broker, where a process without a key makes one up.
+	suppressionKey *string
+	embedded       bool
 	// The dialer's flags, registered by the commands that run it.
 	dialing bool
 	dialer  dialerFlags
@@ -74,6 +79,7 @@ func (r *roleFlags) register(fs *flag.FlagSet, brokersDefault, httpDefault strin
 	fs.StringVar(&r.adminURL, "admin-url", "", "the URL at which the CLI and other instances reach this instance's admin listener, announced in the consumer groups (default: http://<--admin-http>, an unspecified host replaced by the host name)")
 	registerNetworks(fs, &r.adminNetworks)
 	fs.StringVar(&r.adminToken, "admin-token-file", "", "a file holding the admin token (16 characters or more) that the admin listener and the web page's actions ask for (default: $"+adminTokenEnv+"; neither: the actions are off, and the admin listener is on loopback only, phone numbers masked)")
+	r.suppressionKey = suppressionKeyFlag(fs)
 	fs.DurationVar(&r.tickGap, "tick-gap", 2*time.Millisecond, "shortest time between two due-index ticks of a partition: longer means fewer tick messages and more lateness")
 }
 
@@ -172,6 +178,13 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 			return app.Config{}, err
 		}
 	}
+	switch cfg.SuppressionKey, err = suppress.LoadKey(*r.suppressionKey, os.Getenv); {
+	case errors.Is(err, suppress.ErrNoKey) && r.embedded:
+		cfg.SuppressionKey = randomSuppressionKey()
+		cfg.Warnings = append(cfg.Warnings, "no suppression key: the do-not-call list is keyed by a random key of this process, which `ivrsched suppress` cannot use; set "+suppress.EnvKey+" or --suppression-key-file")
+	case err != nil:
+		return app.Config{}, badFlag("suppression-key-file", "%v", err)
+	}
 	return cfg, nil
 }
 
@@ -220,6 +233,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer b.Close()
 		r.brokers = b.Addr()
+		r.embedded = true
 		fmt.Fprintf(stdout, "embedded Kafka-protocol broker listening on %s\n", b.Addr())
 	}
 	cfg, err := r.config("ivrsched-run")

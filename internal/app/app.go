@@ -36,6 +36,7 @@ import (
 	"github.com/ivrsched/ivrsched/internal/providers/twilio"
 	"github.com/ivrsched/ivrsched/internal/providers/webhook"
 	"github.com/ivrsched/ivrsched/internal/redact"
+	"github.com/ivrsched/ivrsched/internal/suppress"
 	"github.com/ivrsched/ivrsched/internal/webui"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/dialer/placement"
@@ -89,6 +90,10 @@ type Config struct {
 	// every follow-up fires at its requested time. The CLI's default is
 	// policy.Default() (08:00 to 21:00 local time, every day).
 	DefaultPolicy *policy.Policy
+	// SuppressionKey is the deployment's secret for the keyed hash of
+	// numbers on the do-not-call list (internal/suppress); the scheduler
+	// and the dialer refuse to start without one.
+	SuppressionKey suppress.Key
 
 	// The dialer's provider (provider.Log if nil) and how it is called:
 	// one request's timeout, one call's deadline (retries included), calls
@@ -188,6 +193,15 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if roles.Scheduler || roles.Dialer {
+		// Both read the do-not-call list, which they cannot look up without it.
+		switch {
+		case len(cfg.SuppressionKey) == 0:
+			return fmt.Errorf("%w: %w", kafkaclient.ErrConfig, suppress.ErrNoKey)
+		case len(cfg.SuppressionKey) < suppress.MinKeyBytes:
+			return fmt.Errorf("%w: the suppression key is %d bytes long; at least %d are required", kafkaclient.ErrConfig, len(cfg.SuppressionKey), suppress.MinKeyBytes)
+		}
+	}
 	log := cfg.logger()
 	cfg.Warnings = append(slices.Clip(cfg.Warnings), cfg.Kafka.Security.Warnings()...)
 	for _, w := range cfg.Warnings {
@@ -218,6 +232,9 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	var all []*role
 
 	var pv *policyView
+	var sv *suppressionView
+	var gate <-chan struct{} // the policy and the do-not-call list have been read
+	var list *suppress.List
 	if roles.Scheduler || roles.Dialer { // the dialer reads its retry rules
 		var err error
 		if pv, err = newPolicyView(cfg, log.With("role", "policy")); err != nil {
@@ -225,6 +242,12 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		}
 		g.Go(func() error { return pv.Run(ctx) })
 		run.Policy = pv.Current
+		if sv, err = newSuppressionView(cfg, log.With("role", "suppressions")); err != nil {
+			return err
+		}
+		g.Go(func() error { return sv.Run(ctx) })
+		list = sv.list(cfg, pv)
+		gate = both(pv.Ready(), sv.Ready())
 		// No follow-up is placed, and no outcome judged, under the default
 		// while a policy is set: the roles' processors take no input before
 		// the view has read the policy topic (their gate), but they join
@@ -258,6 +281,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			Retain:        cfg.Retain,
 			Policy:        pv.Current,
 			Lateness:      lateness,
+			Suppressions:  list,
 			Logger:        log.With("role", "scheduler"),
 		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), cfg.Clock, log))
 		if err != nil {
@@ -274,7 +298,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		// A rebalance takes back the due indexes of the partitions that stay
 		// here when the session ended cleanly (processors/scheduler/dueindex/kept.go).
 		sr.sessionEnded = s.Punctuator().SessionEnded
-		sr.gate = pv.Ready()
+		sr.gate = gate
 		all = append(all, sr.supervised(cfg.Kafka, cfg.Topics.Scheduler))
 		all[len(all)-1].indexed = indexBuilt(s)
 		all[len(all)-1].stores = stores
@@ -285,7 +309,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		})
 	}
 	if roles.Dialer {
-		d, pl, r, err := startDialer(ctx, g, cfg, opts, callbacks, reg, pv.Current, pv.Ready(), log)
+		d, pl, r, err := startDialer(ctx, g, cfg, opts, callbacks, reg, pv.Current, list, gate, log)
 		if err != nil {
 			return err
 		}

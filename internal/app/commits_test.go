@@ -49,6 +49,7 @@ func newCommitRig(t *testing.T, prefix string, cfg Config, hold func(topology.To
 	cfg.Kafka = kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: cluster.ListenAddrs(), Partitions: 2, Replication: 1, FlushFrequency: time.Millisecond}
 	cfg.Topics = topology.NewTopics(prefix)
 	cfg.DataDir = t.TempDir()
+	cfg.SuppressionKey = testSuppressionKey
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := &commitRig{t: t, cluster: cluster, cfg: cfg, held: make(chan struct{})}
 	release := make(chan struct{})

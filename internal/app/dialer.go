@@ -19,6 +19,7 @@ import (
 	"github.com/ivrsched/ivrsched/internal/providers/provider"
 	"github.com/ivrsched/ivrsched/internal/providers/twilio"
 	"github.com/ivrsched/ivrsched/internal/providers/webhook"
+	"github.com/ivrsched/ivrsched/internal/suppress"
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/dialer/placement"
 	"github.com/ivrsched/ivrsched/topology"
@@ -32,9 +33,10 @@ const statsEvery = 30 * time.Second
 // callbacks send to, the placer (run in g until ctx ends, then the emitter
 // is flushed) and the status callback endpoints on router (the callback
 // listener's). pol is the calling policy in force, whose retry rules
-// decide whether calls' outcomes go to the scheduler; its processors take
-// no input before gate is closed (the policy has been read).
-func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, reg prometheus.Registerer, pol func() *policy.Policy, gate <-chan struct{}, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
+// decide whether calls' outcomes go to the scheduler; sup the do-not-call
+// list the placer checks before each call; its processors take no input
+// before gate is closed (the policy and the list have been read).
+func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka.ProcessorOption, router *mux.Router, reg prometheus.Registerer, pol func() *policy.Policy, sup suppress.Checker, gate <-chan struct{}, log *slog.Logger) (*dialer.Dialer, *placement.Placer, *role, error) {
 	dlog := log.With("role", "dialer")
 	stores := newStores(ctx, cfg, "dialer", log)
 	stores.Mark(placement.HasInFlight)
@@ -49,21 +51,22 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 	}
 	latency, wait := metrics.ProviderLatency(), metrics.RateLimitWait()
 	pl, err := placement.New(placement.Config{
-		Provider:    prov,
-		Results:     loop,
-		Table:       string(cfg.Topics.DialerTable()),
-		Calls:       string(cfg.Topics.Calls),
-		Events:      string(cfg.Topics.Events),
-		Loop:        string(cfg.Topics.DialerLoop()),
-		Partitions:  cfg.Kafka.Partitions,
-		MaxInFlight: cfg.MaxInFlight,
-		CPS:         cfg.CPS,
-		CallTimeout: cfg.CallTimeout,
-		Deadline:    cfg.CallDeadline,
-		Latency:     latency,
-		RateWait:    wait,
-		Clock:       cfg.Clock,
-		Logger:      dlog,
+		Provider:     prov,
+		Results:      loop,
+		Table:        string(cfg.Topics.DialerTable()),
+		Calls:        string(cfg.Topics.Calls),
+		Events:       string(cfg.Topics.Events),
+		Loop:         string(cfg.Topics.DialerLoop()),
+		Partitions:   cfg.Kafka.Partitions,
+		MaxInFlight:  cfg.MaxInFlight,
+		CPS:          cfg.CPS,
+		CallTimeout:  cfg.CallTimeout,
+		Deadline:     cfg.CallDeadline,
+		Latency:      latency,
+		RateWait:     wait,
+		Suppressions: sup,
+		Clock:        cfg.Clock,
+		Logger:       dlog,
 	})
 	if err != nil {
 		return nil, nil, nil, errors.Join(err, loop.Finish())

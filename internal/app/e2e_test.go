@@ -116,6 +116,7 @@ func endToEnd(t *testing.T, users int, wrap func(*Config)) *Running {
 
 	prov := &placed{n: make(chan struct{}, 2*users)}
 	cfg := Config{
+		SuppressionKey: testSuppressionKey,
 		Kafka:    kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
 		Topics:   topology.NewTopics("e2e-"),
 		DataDir:  t.TempDir(),

@@ -56,7 +56,7 @@ func (r *role) notReady() string {
 	}
 	why := r.partitionsWait(p)
 	if !r.gateOpen() {
-		why = append(why, "reading the calling policy")
+		why = append(why, "reading the calling policy and the do-not-call list")
 	}
 	if st == goka.ProcStateSetup && len(why) == 0 {
 		why = append(why, "processor "+procState(st))

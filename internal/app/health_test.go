@@ -64,6 +64,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	fault := make(chan struct{})
 	var held, failed atomic.Bool
 	cfg := Config{
+		SuppressionKey: testSuppressionKey,
 		Kafka:    kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
 		Topics:   topology.NewTopics("health-"),
 		DataDir:  t.TempDir(),

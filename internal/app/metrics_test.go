@@ -46,6 +46,7 @@ func TestMetricsAfterRun(t *testing.T) {
 
 	prov := &placed{n: make(chan struct{}, 2*soon)}
 	cfg := Config{
+		SuppressionKey: testSuppressionKey,
 		Kafka:    kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
 		Topics:   topology.NewTopics("metrics-"),
 		DataDir:  t.TempDir(),

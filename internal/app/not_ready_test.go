@@ -30,6 +30,7 @@ func TestUserLookupWhileRecoveringIsNotReady(t *testing.T) {
 	defer b.Close()
 	adminAddr := freeAddr(t)
 	cfg := Config{
+		SuppressionKey: testSuppressionKey,
 		Kafka:     kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
 		Topics:    topology.NewTopics("notready-"),
 		DataDir:   t.TempDir(),

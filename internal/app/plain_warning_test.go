@@ -29,6 +29,7 @@ func TestPlainWithoutTLSIsWarned(t *testing.T) {
 	var logs bytes.Buffer // read once Run has ended
 	web := freeAddr(t)
 	cfg := Config{
+		SuppressionKey: testSuppressionKey,
 		Kafka: kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: c.ListenAddrs(), Partitions: 2, Replication: 1, FlushFrequency: time.Millisecond,
 			Security: kafkaclient.Security{SASL: kafkaclient.SASL{Mechanism: kafkaclient.SASLPlain, User: "plain-user", Password: "plain-secret"}, AllowPlainWithoutTLS: true}},
 		Topics:  topology.NewTopics("plain-"),

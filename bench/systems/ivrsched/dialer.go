@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -159,7 +158,7 @@ func runDialerOnce(ctx context.Context, env harness.Env, ph DialerPhase, latency
 	args := append([]string{"dialer", "--brokers", env.KafkaBrokers, "--topic-prefix", pfx, "--partitions", fmt.Sprint(env.Partitions),
 		"--data-dir", filepath.Join(env.WorkDir, name), "--log-level", "warn", "--provider", "webhook", "--webhook-url", ep.url}, ph.Args...)
 	logPath := filepath.Join(env.WorkDir, name+".log")
-	dp, err := harness.StartProcess(exec.Command(bin, args...), logPath)
+	dp, err := harness.StartProcess(Command(bin, args...), logPath)
 	if err != nil {
 		return res, err
 	}

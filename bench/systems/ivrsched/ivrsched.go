@@ -232,7 +232,7 @@ func freeAddr() (string, error) {
 }
 
 func (s *System) launch(p *proc) error {
-	proc, err := harness.StartProcess(exec.Command(s.bin, p.args...), p.log)
+	proc, err := harness.StartProcess(Command(s.bin, p.args...), p.log)
 	if err != nil {
 		return fmt.Errorf("ivrsched %s: %w", p.args[0], err)
 	}
@@ -517,3 +517,14 @@ func (s *System) LiveHeapBytes(ctx context.Context) (int64, error) {
 
 // DiskBytes is the size of the local stores (and of the embedded broker's log).
 func (s *System) DiskBytes() int64 { return harness.DirSize(s.data, "") }
+
+// benchSuppressionKey is the do-not-call list's key of the benchmarked
+// processes (they refuse to start without one); the list stays empty.
+const benchSuppressionKey = "IVRSCHED_SUPPRESSION_KEY=ivrbench-suppression-key-0123456789abcdef"
+
+// Command is exec.Command with the environment an ivrsched role needs.
+func Command(bin string, args ...string) *exec.Cmd {
+	c := exec.Command(bin, args...)
+	c.Env = append(os.Environ(), benchSuppressionKey)
+	return c
+}

@@ -1,0 +1,78 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/lovoo/goka"
+	gokacodec "github.com/lovoo/goka/codec"
+	"github.com/lovoo/goka/storage"
+
+	"github.com/ivrsched/ivrsched/internal/suppress"
+)
+
+// suppressionView is the do-not-call list as this process reads it: a Goka
+// view of the ivr-suppressions topic, held in memory (an entry is its
+// 64-byte key and a value of about 30 bytes plus its reason). Every
+// scheduler and dialer instance runs one; `ivrsched suppress` writes the
+// topic. Get is safe for concurrent use: every partition goroutine of the
+// scheduler and every placing worker of the dialer calls it.
+type suppressionView struct {
+	view *goka.View
+}
+
+func newSuppressionView(cfg Config, log *slog.Logger) (*suppressionView, error) {
+	opts := append(cfg.Kafka.ViewOptions(),
+		goka.WithViewStorageBuilder(storage.MemoryBuilder()),
+		goka.WithViewAutoReconnect(), // a lost broker is waited out, not fatal
+		goka.WithViewLogger(gokaLogger{log}),
+		goka.WithViewClientID(cfg.Kafka.ClientID+"-suppressions"),
+	)
+	v, err := goka.NewView(cfg.Kafka.Brokers, cfg.Topics.Suppressions, new(gokacodec.Bytes), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("suppression view: %w", err)
+	}
+	return &suppressionView{view: v}, nil
+}
+
+// Run keeps the view current until ctx ends.
+func (sv *suppressionView) Run(ctx context.Context) error {
+	if err := sv.view.Run(ctx); err != nil {
+		return fmt.Errorf("suppression view: %w", err)
+	}
+	return nil
+}
+
+// Ready is closed once the view has read the topic up to its end: no call
+// is placed before the list is known.
+func (sv *suppressionView) Ready() <-chan struct{} { return sv.view.WaitRunning() }
+
+// Get returns the value stored under key (nil: none).
+func (sv *suppressionView) Get(key string) ([]byte, error) {
+	v, err := sv.view.Get(key)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	b, ok := v.([]byte)
+	if !ok {
+		return nil, fmt.Errorf("suppression view: value of type %T", v)
+	}
+	return b, nil
+}
+
+// list is the checker the roles use.
+func (sv *suppressionView) list(cfg Config, pv *policyView) *suppress.List {
+	return &suppress.List{Get: sv.Get, Key: cfg.SuppressionKey, Clock: cfg.Clock, Policy: pv.Current}
+}
+
+// both is closed once a and b are.
+func both(a, b <-chan struct{}) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		<-a
+		<-b
+		close(c)
+	}()
+	return c
+}

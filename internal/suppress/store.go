@@ -1,0 +1,117 @@
+package suppress
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lovoo/goka"
+	gokacodec "github.com/lovoo/goka/codec"
+	"github.com/lovoo/goka/storage"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
+	"github.com/ivrsched/ivrsched/topology"
+)
+
+// Writing and reading the list from outside the roles: `ivrsched suppress`
+// uses these, and so can an admin API or an opt-out handler.
+
+// Write stores e under the record key hash (Key.Hash), or removes the entry
+// (e nil: a tombstone). It creates the topic if need be.
+func Write(ctx context.Context, k kafkaclient.Kafka, t topology.Topics, hash string, e *pb.Suppression) error {
+	topic := t.Suppressions
+	if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{spec(t)}); err != nil {
+		return fmt.Errorf("topic %s: %w", topic, err)
+	}
+	var value []byte // nil: a tombstone
+	if e != nil {
+		var err error
+		if value, err = proto.Marshal(e); err != nil {
+			return fmt.Errorf("encode the entry: %w", err)
+		}
+	}
+	em, err := goka.NewEmitter(k.Brokers, goka.Stream(topic), new(gokacodec.Bytes), k.EmitterOptions()...)
+	if err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	var msg any
+	if value != nil {
+		msg = value
+	}
+	err = em.EmitSync(hash, msg)
+	if ferr := em.Finish(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Entry is one stored entry: its record key and value (nil: the value does
+// not decode).
+type Entry struct {
+	Hash  string
+	Value *pb.Suppression
+}
+
+// ReadAll reads the topic to its end and returns its entries (tombstoned
+// ones left out), in no particular order.
+func ReadAll(ctx context.Context, k kafkaclient.Kafka, t topology.Topics) ([]Entry, error) {
+	topic := t.Suppressions
+	if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{spec(t)}); err != nil {
+		return nil, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	opts := append(k.ViewOptions(), goka.WithViewStorageBuilder(storage.MemoryBuilder()))
+	v, err := goka.NewView(k.Brokers, topic, new(gokacodec.Bytes), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", topic, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx) }()
+	select {
+	case <-v.WaitRunning():
+	case err := <-done:
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("read %s: %w", topic, err)
+	}
+	it, err := v.Iterator()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", topic, err)
+	}
+	var out []Entry
+	for it.Next() {
+		val, err := it.Value()
+		if err != nil {
+			it.Release()
+			return nil, fmt.Errorf("read %s: %w", topic, err)
+		}
+		b, _ := val.([]byte)
+		if b == nil {
+			continue
+		}
+		e := &pb.Suppression{}
+		if proto.Unmarshal(b, e) != nil {
+			e = nil
+		}
+		out = append(out, Entry{Hash: it.Key(), Value: e})
+	}
+	it.Release()
+	cancel()
+	<-done
+	return out, nil
+}
+
+func spec(t topology.Topics) topology.TopicSpec {
+	for _, s := range t.Specs() {
+		if s.Name == string(t.Suppressions) {
+			return s
+		}
+	}
+	panic("topology: no spec for the suppression topic")
+}
