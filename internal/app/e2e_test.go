@@ -117,11 +117,11 @@ func endToEnd(t *testing.T, users int, wrap func(*Config)) *Running {
 	prov := &placed{n: make(chan struct{}, 2*users)}
 	cfg := Config{
 		SuppressionKey: testSuppressionKey,
-		Kafka:    kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
-		Topics:   topology.NewTopics("e2e-"),
-		DataDir:  t.TempDir(),
-		Provider: prov,
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Kafka:          kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
+		Topics:         topology.NewTopics("e2e-"),
+		DataDir:        t.TempDir(),
+		Provider:       prov,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if wrap != nil {
 		wrap(&cfg)

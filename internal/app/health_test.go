@@ -65,12 +65,12 @@ func TestHealthAndReadiness(t *testing.T) {
 	var held, failed atomic.Bool
 	cfg := Config{
 		SuppressionKey: testSuppressionKey,
-		Kafka:    kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
-		Topics:   topology.NewTopics("health-"),
-		DataDir:  t.TempDir(),
-		HTTP:     web,
-		Provider: &placed{n: make(chan struct{}, 10)},
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Kafka:          kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
+		Topics:         topology.NewTopics("health-"),
+		DataDir:        t.TempDir(),
+		HTTP:           web,
+		Provider:       &placed{n: make(chan struct{}, 10)},
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	cfg.wrapSchedulerStorage = func(inner storage.Builder) storage.Builder {
 		return func(topic string, part int32) (storage.Storage, error) {

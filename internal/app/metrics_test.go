@@ -47,14 +47,14 @@ func TestMetricsAfterRun(t *testing.T) {
 	prov := &placed{n: make(chan struct{}, 2*soon)}
 	cfg := Config{
 		SuppressionKey: testSuppressionKey,
-		Kafka:    kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
-		Topics:   topology.NewTopics("metrics-"),
-		DataDir:  t.TempDir(),
-		HTTP:     web,
-		Provider: prov,
-		CPS:      1000, // the whole deployment's: this process owns every partition
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:  prometheus.NewPedanticRegistry(), // checks every metric against its description
+		Kafka:          kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
+		Topics:         topology.NewTopics("metrics-"),
+		DataDir:        t.TempDir(),
+		HTTP:           web,
+		Provider:       prov,
+		CPS:            1000, // the whole deployment's: this process owns every partition
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:        prometheus.NewPedanticRegistry(), // checks every metric against its description
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -31,12 +31,12 @@ func TestUserLookupWhileRecoveringIsNotReady(t *testing.T) {
 	adminAddr := freeAddr(t)
 	cfg := Config{
 		SuppressionKey: testSuppressionKey,
-		Kafka:     kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
-		Topics:    topology.NewTopics("notready-"),
-		DataDir:   t.TempDir(),
-		AdminHTTP: adminAddr, // loopback, no token: phones masked
-		Provider:  &placed{n: make(chan struct{}, 10)},
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Kafka:          kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: []string{b.Addr()}, Partitions: 4, Replication: 1, FlushFrequency: time.Millisecond},
+		Topics:         topology.NewTopics("notready-"),
+		DataDir:        t.TempDir(),
+		AdminHTTP:      adminAddr, // loopback, no token: phones masked
+		Provider:       &placed{n: make(chan struct{}, 10)},
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	// Partition 0's store is opened only once the test has asked.
 	opening, release := make(chan struct{}), make(chan struct{})
