@@ -60,7 +60,7 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 		if s.GetOutcome() == pb.Outcome_OUTCOME_FAILED {
 			d.Stats.Failed.Add(1)
 			d.cfg.Logger.Warn("call failed", "call_id", s.GetCallId(), "user", ctx.Key(), "detail", s.GetDetail())
-		} else {
+		} else if s.GetOutcome() != pb.Outcome_OUTCOME_SUPPRESSED { // not placed: the do-not-call list
 			d.Stats.Placed.Add(1)
 		}
 	} else {

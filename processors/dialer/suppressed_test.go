@@ -60,7 +60,7 @@ func TestSuppressedAfterFiringIsNotPlaced(t *testing.T) {
 	if st := h.state("u1"); len(st.GetCalls()) != 1 || st.GetCalls()[0].GetOutcome() != pb.Outcome_OUTCOME_SUPPRESSED {
 		t.Fatalf("u1's value %v", st)
 	}
-	if h.p.Stats.Suppressed.Load() != 1 {
-		t.Fatalf("suppressed %d", h.p.Stats.Suppressed.Load())
+	if h.p.Stats.Suppressed.Load() != 1 || h.d.Stats.Placed.Load() != 1 {
+		t.Fatalf("suppressed %d, placed %d; want 1 and 1", h.p.Stats.Suppressed.Load(), h.d.Stats.Placed.Load())
 	}
 }

@@ -25,6 +25,7 @@ func Scheduler(s *scheduler.Scheduler) prometheus.Collector {
 		{newDesc("followups_rescheduled_total", help("Follow-ups rescheduled before they fired"), nil), st.Rescheduled.Load},
 		{newDesc("followups_deferred_total", help("Follow-ups the calling policy moved after their requested time"), nil), st.Deferred.Load},
 		{newDesc("followups_advanced_total", help("Deferred follow-ups moved earlier because a new calling policy allows it"), nil), st.Advanced.Load},
+		{newDesc("followups_suppressed_total", help("Due follow-ups not called because their number is on the do-not-call list (KIND_SUPPRESSED)"), nil), st.Suppressed.Load},
 		{newDesc("followups_parked_total", help("Due follow-ups a tick did not fire because a new calling policy made them wait"), nil), st.Parked.Load},
 		{newDesc("due_indexes_reused_total", help("Partition opens that took their due index back after a rebalance instead of scanning their store"), nil), s.Punctuator().IndexesReused},
 		{newDesc("retries_scheduled_total", help("Attempts scheduled after a call ended unanswered (the policy's retry rules)"), nil), st.Retries.Load},
