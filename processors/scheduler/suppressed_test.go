@@ -243,3 +243,50 @@ func TestCallEndedSuppressedIsReported(t *testing.T) {
 		t.Fatalf("a retry was scheduled: %v", st)
 	}
 }
+
+// Each occurrence of a series to a listed number is reported suppressed,
+// and the series goes on: an occurrence after the entry ends is called.
+func TestSuppressedSeriesGoesOn(t *testing.T) {
+	s := newSuppressed(t)
+	h := s.h
+	f := delay("r", time.Minute)
+	f.Repeat = &pb.Repeat{Every: "1m"}
+	h.onboard("u1", f)
+	h.nextEvents()
+	s.add(harnessNum, "for two minutes", t0.Add(2*time.Minute+30*time.Second))
+	for _, d := range []time.Duration{time.Minute, 2 * time.Minute} {
+		h.tickAt(d)
+		h.tickAt(d) // the wake's next occurrence is in the index now
+		h.expectCalls()
+		h.expectSuppressed("for two minutes", "r")
+	}
+	h.tickAt(3 * time.Minute)
+	h.expectCalls("r")
+}
+
+// A retry scheduled before the number was listed is reported suppressed
+// when it falls due, and the follow-up ends there: no further attempt.
+func TestSuppressedRetryEndsTheFollowUp(t *testing.T) {
+	var pol atomic.Pointer[policy.Policy]
+	pol.Store(mustPolicy(t, retryPolicy))
+	s := newSuppressed(t, withPolicy(&pol))
+	h := s.h
+	h.onboard("u1", delay("a", time.Minute))
+	h.tickAt(time.Minute)
+	c1 := h.expectCalls("a")[0]
+	h.clk.Set(t0.Add(90 * time.Second))
+	h.ended(c1, pb.Outcome_OUTCOME_NO_ANSWER) // attempt 2 at 11m30s
+	h.nextEvents()
+	s.add(harnessNum, "opted out", time.Time{})
+	h.tickAt(11*time.Minute + 30*time.Second)
+	h.expectCalls()
+	if e := h.expectSuppressed("opted out", "a"); e[0].GetCallId() == c1.GetCallId() {
+		t.Fatalf("the report names attempt 1's call id")
+	}
+	h.tickAt(time.Hour)
+	h.expectCalls()
+	h.onboard("u1")
+	if st := h.state("u1"); len(st.GetPending()) != 0 {
+		t.Fatalf("pending after the suppressed retry: %v", st.GetPending())
+	}
+}
