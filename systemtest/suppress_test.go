@@ -23,7 +23,8 @@ import (
 // same user id, and another one with the same number) do not lift it. An
 // entry added with --until stops suppressing then: the follow-up due before
 // it is reported, the one after it called. Another number is called as
-// usual, and `suppress check` and `list` answer without showing a number.
+// usual; `suppress check` and `list` answer without showing a number, and
+// `remove` takes the number off the list.
 func TestSuppressionList(t *testing.T) {
 	brokers := needKafka(t)
 	pfx, parts := prefix(t), 4
@@ -155,6 +156,10 @@ func TestSuppressionList(t *testing.T) {
 	}
 	if out := cli("suppress", "list"); !strings.Contains(out, "# 2 entries") || !strings.Contains(out, "(ended)") {
 		t.Errorf("list: %s", out)
+	}
+	cli("suppress", "remove", "--number", listed)
+	if out := cli("suppress", "check", "--number", listed); !strings.Contains(out, "not suppressed") {
+		t.Errorf("check after remove: %s", out)
 	}
 	t.Logf("5 follow-ups of listed numbers reported KIND_SUPPRESSED once each (across a Forget and two onboardings); the entry with --until 8s stopped suppressing; calls placed: %v", called)
 }
