@@ -137,23 +137,20 @@ func suppressRun(ctx context.Context, sub string, args []string, stdout io.Write
 		}
 		fmt.Fprintf(stdout, "%s removed from the do-not-call list (%s)\n", redact.Phone(e164), shortHash(key.Hash(e164)))
 	case "check":
-		entries, err := suppress.ReadAll(ctx, kc, topics)
+		hash := key.Hash(e164)
+		en, err := suppress.Lookup(ctx, kc, topics, hash)
 		if err != nil {
 			return err
 		}
-		hash := key.Hash(e164)
-		for _, en := range entries {
-			if en.Hash != hash {
-				continue
-			}
-			state := "suppressed"
-			if en.Value != nil && !suppress.Active(en.Value, now) {
-				state = "not suppressed (the entry has ended)"
-			}
-			fmt.Fprintf(stdout, "%s %s: %s%s\n", redact.Phone(e164), state, shortHash(hash), describeEntry(en.Value, now))
+		if en == nil {
+			fmt.Fprintf(stdout, "%s not suppressed\n", redact.Phone(e164))
 			return nil
 		}
-		fmt.Fprintf(stdout, "%s not suppressed\n", redact.Phone(e164))
+		state := "suppressed"
+		if en.Value != nil && !suppress.Active(en.Value, now) {
+			state = "not suppressed (the entry has ended)"
+		}
+		fmt.Fprintf(stdout, "%s %s: %s%s\n", redact.Phone(e164), state, shortHash(hash), describeEntry(en.Value, now))
 	case "list":
 		entries, err := suppress.ReadAll(ctx, kc, topics)
 		if err != nil {

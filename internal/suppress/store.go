@@ -59,14 +59,60 @@ type Entry struct {
 // ReadAll reads the topic to its end and returns its entries (tombstoned
 // ones left out), in no particular order.
 func ReadAll(ctx context.Context, k kafkaclient.Kafka, t topology.Topics) ([]Entry, error) {
+	var out []Entry
+	err := withView(ctx, k, t, func(v *goka.View) error {
+		it, err := v.Iterator()
+		if err != nil {
+			return err
+		}
+		defer it.Release()
+		for it.Next() {
+			val, err := it.Value()
+			if err != nil {
+				return err
+			}
+			if b, _ := val.([]byte); b != nil {
+				out = append(out, Entry{Hash: it.Key(), Value: decode(b)})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Lookup reads the topic to its end and returns the entry stored under
+// hash, or nil.
+func Lookup(ctx context.Context, k kafkaclient.Kafka, t topology.Topics, hash string) (*Entry, error) {
+	var out *Entry
+	err := withView(ctx, k, t, func(v *goka.View) error {
+		val, err := v.Get(hash)
+		if b, _ := val.([]byte); err == nil && b != nil {
+			out = &Entry{Hash: hash, Value: decode(b)}
+		}
+		return err
+	})
+	return out, err
+}
+
+// decode returns the entry's value, nil if it does not decode.
+func decode(b []byte) *pb.Suppression {
+	e := &pb.Suppression{}
+	if proto.Unmarshal(b, e) != nil {
+		return nil
+	}
+	return e
+}
+
+// withView runs fn on a view of the topic once it has read it to its end.
+func withView(ctx context.Context, k kafkaclient.Kafka, t topology.Topics, fn func(*goka.View) error) error {
 	topic := t.Suppressions
 	if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{spec(t)}); err != nil {
-		return nil, fmt.Errorf("topic %s: %w", topic, err)
+		return fmt.Errorf("topic %s: %w", topic, err)
 	}
 	opts := append(k.ViewOptions(), goka.WithViewStorageBuilder(storage.MemoryBuilder()))
 	v, err := goka.NewView(k.Brokers, topic, new(gokacodec.Bytes), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", topic, err)
+		return fmt.Errorf("read %s: %w", topic, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -78,33 +124,15 @@ func ReadAll(ctx context.Context, k kafkaclient.Kafka, t topology.Topics) ([]Ent
 		if err == nil {
 			err = ctx.Err()
 		}
-		return nil, fmt.Errorf("read %s: %w", topic, err)
+		return fmt.Errorf("read %s: %w", topic, err)
 	}
-	it, err := v.Iterator()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", topic, err)
-	}
-	var out []Entry
-	for it.Next() {
-		val, err := it.Value()
-		if err != nil {
-			it.Release()
-			return nil, fmt.Errorf("read %s: %w", topic, err)
-		}
-		b, _ := val.([]byte)
-		if b == nil {
-			continue
-		}
-		e := &pb.Suppression{}
-		if proto.Unmarshal(b, e) != nil {
-			e = nil
-		}
-		out = append(out, Entry{Hash: it.Key(), Value: e})
-	}
-	it.Release()
+	err = fn(v)
 	cancel()
 	<-done
-	return out, nil
+	if err != nil {
+		return fmt.Errorf("read %s: %w", topic, err)
+	}
+	return nil
 }
 
 func spec(t topology.Topics) topology.TopicSpec {
