@@ -180,8 +180,11 @@ func (r *roleFlags) config(clientID string) (app.Config, error) {
 	}
 	switch cfg.SuppressionKey, err = suppress.LoadKey(*r.suppressionKey, os.Getenv); {
 	case errors.Is(err, suppress.ErrNoKey) && r.embedded:
-		cfg.SuppressionKey = randomSuppressionKey()
-		cfg.Warnings = append(cfg.Warnings, "no suppression key: the do-not-call list is keyed by a random key of this process, which `ivrsched suppress` cannot use; set "+suppress.EnvKey+" or --suppression-key-file")
+		path := filepath.Join(r.dataDir, embeddedKeyFile)
+		if cfg.SuppressionKey, err = embeddedSuppressionKey(path); err != nil {
+			return app.Config{}, err
+		}
+		cfg.Warnings = append(cfg.Warnings, "no suppression key: the do-not-call list on the embedded broker is keyed by "+path+", kept with its data; `ivrsched suppress --suppression-key-file "+path+"` edits it. Set "+suppress.EnvKey+" or --suppression-key-file for a deployment")
 	case err != nil:
 		return app.Config{}, badFlag("suppression-key-file", "%v", err)
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -38,12 +40,36 @@ func suppressionKey(file string, getenv func(string) string) (suppress.Key, erro
 	return k, nil
 }
 
-// randomSuppressionKey is the key of a process on its embedded broker
-// given none: its list lasts as long as its key, this process.
-func randomSuppressionKey() suppress.Key {
+// embeddedKeyFile is the suppression key of `ivrsched run` on its
+// embedded broker given none, in its --data-dir.
+const embeddedKeyFile = "suppression.key"
+
+// embeddedSuppressionKey reads the key at path, or makes a random one there
+// (mode 0600) when there is none: the embedded broker's list lives in the
+// same data directory, so it keeps its key across restarts, and a number on
+// it stays on it.
+func embeddedSuppressionKey(path string) (suppress.Key, error) {
+	k, err := suppress.LoadKey(path, func(string) string { return "" })
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		return k, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("suppression key: %w", err)
+	}
 	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return suppress.Key(hex.EncodeToString(b))
+	_, _ = rand.Read(b) // never fails (crypto/rand since Go 1.24)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("suppression key: %w", err)
+	}
+	if _, err := f.WriteString(hex.EncodeToString(b) + "\n"); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("suppression key %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("suppression key %s: %w", path, err)
+	}
+	return suppress.LoadKey(path, func(string) string { return "" })
 }
 
 // cmdSuppress edits and reads the do-not-call list (ivr-suppressions).
