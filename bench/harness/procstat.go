@@ -38,6 +38,23 @@ func CPUTime(pid int) time.Duration {
 	return time.Duration(ut+st) * time.Second / clockTicks
 }
 
+// WriteCalls is the write system calls a process has made (syscw of
+// /proc/PID/io; 0 if it is gone). A Kafka client writes each request in
+// one call, so their rate is about its requests per second.
+func WriteCalls(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscw:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // PeakRSS is a process's peak resident set (VmHWM), in bytes.
 func PeakRSS(pid int) int64 { return statusKB(pid, "VmHWM:") * 1024 }
 

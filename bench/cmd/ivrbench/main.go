@@ -45,6 +45,8 @@ type settings struct {
 	retention                      harness.RetentionWorkload
 	logs                           string
 	ivrschedBin, ivrschedFlags     string
+	idle                           harness.IdleWorkload
+	idlePartitions                 int
 }
 
 func main() {
@@ -66,7 +68,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ivrbench", flag.ContinueOnError)
 	var s settings
-	fs.IntVar(&s.n, "n", 20000, "follow-ups of the steady phase, for n/2 users")
+	fs.IntVar(&s.n, "n", 20000, "follow-ups of the steady phase, for n/2 users (0: skip the side-by-side phases: steady, burst, kill -9)")
 	fs.IntVar(&s.burst, "burst", 0, "follow-ups of the burst phase, all due at once, for burst/2 users (0: n)")
 	fs.IntVar(&s.repeat, "repeat", 1, "run every system's phases this many times, the systems in a rotated order each time; the tables show the median and the min–max")
 	fs.IntVar(&s.crash, "crash", 4000, "follow-ups of the kill -9 phase (0: skip it)")
@@ -100,9 +102,23 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.logs, "logs", "", "copy the process logs of every run (a folder per system and repetition) and of the retention phase into this directory (default: none)")
 	fs.StringVar(&s.ivrschedBin, "ivrsched-bin", "", "side-by-side and scale phases: an ivrsched binary to run instead of a build of this checkout (an older version, for a before-and-after)")
 	fs.StringVar(&s.ivrschedFlags, "ivrsched-flags", "", "side-by-side and scale phases: more flags of ivrsched's scheduler (the single process of ivrsched-kafka), e.g. \"--log-level info\" with -logs")
+	fs.DurationVar(&s.idle.Measure, "idle", 0, "also run the idle phase: for each of -systems, -repeat times, measure its processes' CPU and the broker's over this long while it holds -idle-pending follow-ups none of which is due (kafka-floor: the broker with no client) (0: skip)")
+	fs.IntVar(&s.idle.Pending, "idle-pending", 4000, "idle phase: follow-ups pending, due from an hour ahead")
+	fs.DurationVar(&s.idle.Settle, "idle-settle", 10*time.Second, "idle phase: wait this long after the pending follow-ups are applied before measuring")
+	fs.IntVar(&s.idlePartitions, "idle-partitions", 0, "idle phase: partitions of every topic (0: -partitions)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if s.n < 0 {
+		return badFlag{fmt.Errorf("-n %d: want 0 (skip the side-by-side phases) or more", s.n)}
+	}
+	if s.idle.Measure < 0 || s.idle.Settle < 0 || s.idle.Pending < 0 || s.idlePartitions < 0 {
+		return badFlag{fmt.Errorf("-idle %v, -idle-settle %v, -idle-pending %d, -idle-partitions %d: want durations and counts >= 0", s.idle.Measure, s.idle.Settle, s.idle.Pending, s.idlePartitions)}
+	}
+	if s.idlePartitions == 0 {
+		s.idlePartitions = s.partitions
+	}
+	s.idle.Payload, s.idle.Seed = s.payload, s.seed
 	if s.prefire < 0 {
 		return badFlag{fmt.Errorf("-prefire %d: want a count >= 0", s.prefire)}
 	}
@@ -203,6 +219,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	w := harness.Workload{N: s.n, Burst: s.burst, Users: s.n / 2, Lead: s.lead, Window: s.window, Payload: s.payload, Crash: s.crash, Wait: s.wait, CrashWait: s.crashWait, Seed: s.seed, Prefire: s.prefire, PrefireRestart: s.prefireRestart}
 	var results []harness.Result
 	for rep := range s.repeat {
+		if s.n == 0 {
+			break
+		}
 		for _, e := range harness.Rotated(chosen, rep) {
 			name := e.name
 			if rep > 0 {
@@ -234,6 +253,35 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+		}
+	}
+	var idles []harness.IdleResult
+	for rep := range s.repeat {
+		if s.idle.Measure <= 0 || ctx.Err() != nil {
+			break
+		}
+		for _, e := range harness.Rotated(chosen, rep) {
+			if e.backend != "kafka" || kafka == nil {
+				continue // the idle phase measures a Kafka broker
+			}
+			name := fmt.Sprintf("%s-idle%d-r%d", e.name, s.idlePartitions, rep+1)
+			sys := e.make(name)
+			s.binary(sys)
+			ienv := env
+			ienv.Partitions = s.idlePartitions
+			ienv.WorkDir = filepath.Join(work, name)
+			if err := os.MkdirAll(ienv.WorkDir, 0o755); err != nil {
+				return err
+			}
+			log.Info("benchmark", "system", e.name, "phase", "idle", "repetition", rep+1, "of", s.repeat)
+			r := harness.RunIdle(ctx, harness.Subject{System: sys, Backend: kafka, Name: e.backend}, ienv, s.idle)
+			r.System, r.Repetition = e.name, rep+1
+			idles = append(idles, r)
+			if s.logs != "" {
+				if err := copyLogs(ienv.WorkDir, filepath.Join(s.logs, name)); err != nil {
+					log.Warn("copy the logs", "err", err)
+				}
 			}
 		}
 	}
@@ -308,10 +356,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, e := range chosen {
 		order = append(order, e.name)
 	}
-	return report(stdout, s, order, results, scales, dialers, rets)
+	return report(stdout, s, order, results, idles, scales, dialers, rets)
 }
 
-func report(stdout io.Writer, s settings, order []string, rs []harness.Result, scales []harness.ScaleResult, dialers []ivrsched.DialerResult, rets []harness.RetentionResult) error {
+func report(stdout io.Writer, s settings, order []string, rs []harness.Result, idles []harness.IdleResult, scales []harness.ScaleResult, dialers []ivrsched.DialerResult, rets []harness.RetentionResult) error {
 	md, err := os.Create(filepath.Join(s.out, "latest.md"))
 	if err != nil {
 		return err
@@ -337,6 +385,7 @@ func report(stdout io.Writer, s settings, order []string, rs []harness.Result, s
 		fmt.Fprintf(stdout, "ivrbench: lead %v, %d partitions, payload %d B; Kafka %s (JIT %s, warm-up %v); %s, %d CPUs, %s\n",
 			s.lead, s.partitions, s.payload, kafkatest.KafkaVersion, s.brokerJIT, s.warmup, runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	}
+	harness.IdleMarkdown(stdout, idles, order)
 	harness.ScaleMarkdown(stdout, scales)
 	scaleVsFloor(stdout, scales)
 	ivrsched.DialerMarkdown(stdout, dialers)
@@ -353,6 +402,10 @@ func report(stdout io.Writer, s settings, order []string, rs []harness.Result, s
 	}
 	if len(rets) > 0 {
 		doc["retention"] = rets
+	}
+	if len(idles) > 0 {
+		doc["idle"] = map[string]any{"measure": s.idle.Measure.String(), "settle": s.idle.Settle.String(), "pending": s.idle.Pending, "partitions": s.idlePartitions,
+			"results": idles, "summary": harness.SummarizeIdle(idles, order)}
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
