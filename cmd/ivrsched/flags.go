@@ -67,7 +67,7 @@ type kafkaFlags struct {
 	timeout     time.Duration
 	flush       time.Duration
 	fetchWait   time.Duration
-	bgFetchWait time.Duration
+	bgFetchWait givenDuration // deprecated: accepted, no effect
 	logLevel    string
 	security    securityFlags
 }
@@ -81,8 +81,8 @@ func (k *kafkaFlags) register(fs *flag.FlagSet, brokersDefault string) {
 	fs.IntVar(&k.replication, "replication", 1, "replication factor of the topics ivrsched creates")
 	fs.DurationVar(&k.timeout, "timeout", 10*time.Second, "how long to try to reach the brokers")
 	fs.DurationVar(&k.flush, "flush", time.Millisecond, "producer flush frequency: the most a message waits to be batched")
-	fs.DurationVar(&k.fetchWait, "fetch-wait", time.Millisecond, "how long the broker may hold a fetch to fill it (32 KiB): larger batches under load for up to this much more latency per hop; 0 answers at once")
-	fs.DurationVar(&k.bgFetchWait, "background-fetch-wait", 10*time.Millisecond, "--fetch-wait of the consumers that are not on a fire's path (the dialer's group, the calling policies' view): each idle consumer fetches once per wait; 0: as --fetch-wait")
+	fs.DurationVar(&k.fetchWait, "fetch-wait", kafkaclient.DefaultFetchWait, "how long the broker may hold a consumer's fetch while nothing is there, 1ms to 1s (0: 500ms); a fetch returns as soon as a record arrives, so a longer wait costs no latency and an idle consumer fetches once per wait")
+	fs.Var(&k.bgFetchWait, "background-fetch-wait", "deprecated, no effect: every consumer fetches with --fetch-wait (still accepted: 0 or 1ms to 1s)")
 	fs.StringVar(&k.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	k.security.register(fs)
 }
@@ -111,16 +111,16 @@ func (k *kafkaFlags) kafka(clientID string) (kafkaclient.Kafka, error) {
 	case k.flush < 0:
 		return kafkaclient.Kafka{}, badFlag("flush", "%v; want a duration >= 0 like 1ms", k.flush)
 	case !kafkaclient.ValidFetchWait(k.fetchWait):
-		return kafkaclient.Kafka{}, badFlag("fetch-wait", "%v; want 0 or 1ms to 1s", k.fetchWait)
-	case !kafkaclient.ValidFetchWait(k.bgFetchWait):
-		return kafkaclient.Kafka{}, badFlag("background-fetch-wait", "%v; want 0 or 1ms to 1s", k.bgFetchWait)
+		return kafkaclient.Kafka{}, badFlag("fetch-wait", "%v; want 0 (500ms) or 1ms to 1s", k.fetchWait)
+	case !kafkaclient.ValidFetchWait(k.bgFetchWait.d):
+		return kafkaclient.Kafka{}, badFlag("background-fetch-wait", "%v; want 0 or 1ms to 1s (deprecated, no effect)", k.bgFetchWait.d)
 	}
 	sec, err := k.security.security()
 	if err != nil {
 		return kafkaclient.Kafka{}, err
 	}
 	return kafkaclient.Kafka{Hasher: topology.Murmur2(), Brokers: brokers, ClientID: clientID, Partitions: k.partitions, Replication: k.replication,
-		FlushFrequency: k.flush, FetchWait: k.fetchWait, BackgroundFetchWait: k.bgFetchWait, DialTimeout: k.timeout, Security: sec}, nil
+		FlushFrequency: k.flush, FetchWait: k.fetchWait, DialTimeout: k.timeout, Security: sec}, nil
 }
 
 func (k *kafkaFlags) logger() (*slog.Logger, error) {
@@ -128,7 +128,33 @@ func (k *kafkaFlags) logger() (*slog.Logger, error) {
 	if err := lvl.UnmarshalText([]byte(k.logLevel)); err != nil {
 		return nil, badFlag("log-level", "%q; want debug, info, warn or error", k.logLevel)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	if k.bgFetchWait.given {
+		log.Warn("--background-fetch-wait is deprecated and has no effect: every consumer fetches with --fetch-wait, and a fetch returns as soon as a record arrives", "background_fetch_wait", k.bgFetchWait.d, "fetch_wait", k.fetchWait)
+	}
+	return log, nil
+}
+
+// givenDuration is a duration flag that records whether it was given.
+type givenDuration struct {
+	d     time.Duration
+	given bool
+}
+
+func (g *givenDuration) String() string {
+	if g == nil || !g.given {
+		return ""
+	}
+	return g.d.String()
+}
+
+func (g *givenDuration) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	g.d, g.given = d, true
+	return nil
 }
 
 func (k *kafkaFlags) topics() topology.Topics { return topology.NewTopics(k.prefix) }

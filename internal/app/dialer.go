@@ -112,9 +112,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 	// ivr-calls is committed up to the first call whose status is not
 	// recorded (placement, docs/design.md "The dialer").
 	r.commits = pl
-	// The dialer's hops are a placement's, not a fire's: its group fetches
-	// with the background wait (kafkaclient.Kafka.BackgroundFetchWait).
-	r = r.supervised(cfg.Kafka.Background(), cfg.Topics.Dialer)
+	r = r.supervised(cfg.Kafka, cfg.Topics.Dialer)
 	r.stores = stores
 	return d, pl, r, nil
 }

@@ -70,6 +70,14 @@
 //     brokers answer again (TestProducerBreakerOpensAfterThreeFailedLookups;
 //     reviving_emitter.go builds a new producer then).
 //
+// Fetches:
+//   - A Sarama consumer sends one fetch per broker for all the partitions
+//     it consumes there; with Fetch.Min 1 the broker answers it as soon as
+//     a record arrives on any of them, not at the end of MaxWaitTime, so
+//     Kafka.FetchWait (500 ms) costs no latency, and an idle consumer
+//     fetches about once per FetchWait
+//     (TestFetchReturnsWhenAnyPartitionHasARecord; issue 32).
+//
 // Restore:
 //   - Goka calls MarkRecovered once a partition's restore reached the
 //     high-water mark it read when it began, after Set and SetOffset of

@@ -32,17 +32,13 @@ type Kafka struct {
 	// FlushFrequency is how long the producer may hold a message to batch it.
 	// It bounds the latency of each hop.
 	FlushFrequency time.Duration
-	// FetchWait is how long the broker may hold a consumer's fetch until
-	// 32 KiB are there to return: under load fetches return fuller, for
-	// fewer broker requests; idle, each hop waits up to FetchWait more.
-	// 0 returns a fetch as soon as anything is there.
+	// FetchWait is how long the broker may hold a consumer's fetch while
+	// none of its partitions has a record: every consumer fetches at
+	// least one byte (Fetch.Min 1), so the broker answers as soon as a
+	// record arrives on any partition the fetch covers, and a long wait
+	// costs no latency; idle, each consumer asks once per FetchWait.
+	// 0: DefaultFetchWait.
 	FetchWait time.Duration
-	// BackgroundFetchWait is FetchWait for the consumers whose records are
-	// not on a fire's path: the dialer's group (a call's placement, its
-	// answers, the scheduler's events) and the views (the calling
-	// policies). Idle, a consumer fetches once per wait: at 1 ms each one
-	// asks the broker a thousand times a second whatever the rate. 0: FetchWait.
-	BackgroundFetchWait time.Duration
 	// DialTimeout bounds connecting to a broker.
 	DialTimeout time.Duration
 	// InstanceID, if set, makes this process a static member of its consumer
@@ -80,8 +76,9 @@ func (k Kafka) Validate() error {
 		return fmt.Errorf("%w: flush frequency %v (want >= 0)", ErrConfig, k.FlushFrequency)
 	case !ValidFetchWait(k.FetchWait):
 		return fmt.Errorf("%w: fetch wait %v (want 0 or 1ms to 1s)", ErrConfig, k.FetchWait)
-	case !ValidFetchWait(k.BackgroundFetchWait):
-		return fmt.Errorf("%w: background fetch wait %v (want 0 or 1ms to 1s)", ErrConfig, k.BackgroundFetchWait)
+	case k.SessionTimeout != 0 && 2*k.fetchWait() > k.SessionTimeout:
+		// A fetch holds the connection its group's heartbeats share.
+		return fmt.Errorf("%w: fetch wait %v with session timeout %v (want at most half the session timeout)", ErrConfig, k.fetchWait(), k.SessionTimeout)
 	case k.SessionTimeout != 0 && (k.SessionTimeout < time.Second || k.SessionTimeout > 5*time.Minute):
 		return fmt.Errorf("%w: session timeout %v (want 1s to 5m)", ErrConfig, k.SessionTimeout)
 	}
@@ -119,10 +116,11 @@ func (k Kafka) Sarama() *sarama.Config {
 	}
 	c.Consumer.Return.Errors = true
 	c.Consumer.MaxProcessingTime = time.Second
-	if k.FetchWait > 0 {
-		c.Consumer.Fetch.Min = 32 << 10
-		c.Consumer.MaxWaitTime = k.FetchWait
-	}
+	// A fetch returns once any partition it covers has a record, else
+	// after MaxWaitTime: fires are not held back, and idle consumers ask
+	// rarely (TestFetchReturnsWhenAnyPartitionHasARecord).
+	c.Consumer.Fetch.Min = 1
+	c.Consumer.MaxWaitTime = k.fetchWait()
 	// Commands produced before the first start must not be lost.
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{goka.CopartitioningStrategy}
@@ -197,27 +195,28 @@ func (k Kafka) EmitterOptions() []goka.EmitterOption {
 	}
 }
 
-// ValidFetchWait is whether d can be a fetch wait: 0 (answer at once) or
-// 1 ms to 1 s (Kafka counts it in whole milliseconds).
+// DefaultFetchWait is the fetch wait of a zero Kafka.FetchWait: Kafka's
+// own default (fetch.max.wait.ms).
+const DefaultFetchWait = 500 * time.Millisecond
+
+// ValidFetchWait is whether d can be a fetch wait: 0 (DefaultFetchWait)
+// or 1 ms to 1 s (Kafka counts it in whole milliseconds).
 func ValidFetchWait(d time.Duration) bool {
 	return d == 0 || (d >= time.Millisecond && d <= time.Second)
 }
 
-// Background is k for the consumers whose records are not on a fire's
-// path (BackgroundFetchWait).
-func (k Kafka) Background() Kafka {
-	if k.BackgroundFetchWait > 0 {
-		k.FetchWait = k.BackgroundFetchWait
+func (k Kafka) fetchWait() time.Duration {
+	if k.FetchWait > 0 {
+		return k.FetchWait
 	}
-	return k
+	return DefaultFetchWait
 }
 
-// ViewOptions wires a Goka view to this cluster; views fetch with
-// BackgroundFetchWait.
+// ViewOptions wires a Goka view to this cluster.
 func (k Kafka) ViewOptions() []goka.ViewOption {
 	return []goka.ViewOption{
 		goka.WithViewHasher(k.Hasher),
-		goka.WithViewConsumerSaramaBuilder(k.Background().consumerBuilder),
+		goka.WithViewConsumerSaramaBuilder(k.consumerBuilder),
 		goka.WithViewTopicManagerBuilder(k.topicManagerBuilder),
 	}
 }

@@ -111,23 +111,33 @@ func readAll(ctx context.Context, t *testing.T, brokers []string, topic string) 
 	return records
 }
 
-// The consumers off a fire's path fetch with the background wait; the
-// others, and all when it is 0, with FetchWait.
-func TestBackgroundFetchWait(t *testing.T) {
-	k := Kafka{Hasher: fnv.New32a, Brokers: []string{"127.0.0.1:1"}, Partitions: 1, Replication: 1, FetchWait: time.Millisecond, BackgroundFetchWait: 10 * time.Millisecond}
-	if got := k.Background().Sarama().Consumer.MaxWaitTime; got != 10*time.Millisecond {
-		t.Fatalf("background max wait %v, want 10ms", got)
+// Every consumer fetches at least one byte and waits up to FetchWait,
+// Kafka's 500 ms when it is 0; a wait over 1 s, or over half the session
+// timeout (the fetch holds the connection of the group's heartbeats), is
+// refused.
+func TestFetchWaitConfig(t *testing.T) {
+	k := Kafka{Hasher: fnv.New32a, Brokers: []string{"127.0.0.1:1"}, Partitions: 1, Replication: 1, FetchWait: 200 * time.Millisecond}
+	if c := k.Sarama(); c.Consumer.MaxWaitTime != 200*time.Millisecond || c.Consumer.Fetch.Min != 1 {
+		t.Fatalf("max wait %v, min bytes %d; want 200ms and 1", c.Consumer.MaxWaitTime, c.Consumer.Fetch.Min)
 	}
-	if got := k.Sarama().Consumer.MaxWaitTime; got != time.Millisecond {
-		t.Fatalf("max wait %v, want 1ms", got)
+	k.FetchWait = 0
+	if c := k.Sarama(); c.Consumer.MaxWaitTime != DefaultFetchWait || c.Consumer.Fetch.Min != 1 {
+		t.Fatalf("zero wait: max wait %v, min bytes %d; want %v and 1", c.Consumer.MaxWaitTime, c.Consumer.Fetch.Min, DefaultFetchWait)
 	}
-	k.BackgroundFetchWait = 0
-	if got := k.Background().Sarama().Consumer.MaxWaitTime; got != time.Millisecond {
-		t.Fatalf("background max wait without its own %v, want FetchWait's 1ms", got)
+	if err := k.Validate(); err != nil {
+		t.Fatal(err)
 	}
-	k.BackgroundFetchWait = 2 * time.Second
+	k.FetchWait = 2 * time.Second
 	if err := k.Validate(); !errors.Is(err, ErrConfig) {
-		t.Fatalf("Validate with a 2 s background wait: %v", err)
+		t.Fatalf("Validate with a 2 s wait: %v", err)
+	}
+	k.FetchWait, k.SessionTimeout = time.Second, time.Second
+	if err := k.Validate(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("Validate with a 1 s wait and a 1 s session timeout: %v", err)
+	}
+	k.FetchWait = 500 * time.Millisecond
+	if err := k.Validate(); err != nil {
+		t.Fatalf("Validate with a 500 ms wait and a 1 s session timeout: %v", err)
 	}
 }
 
