@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -72,5 +74,16 @@ func TestScaleVsTheFloorJustBefore(t *testing.T) {
 	}
 	if strings.Contains(out, "Scale phase 3") {
 		t.Errorf("a phase without a floor got a ratio:\n%s", out)
+	}
+}
+
+// The idle phase's flags are checked before anything starts.
+func TestIdleFlagsRefusedWhenNegative(t *testing.T) {
+	for _, args := range [][]string{{"-idle", "-1s"}, {"-idle", "1s", "-idle-pending", "-1"}, {"-idle-partitions", "-8"}, {"-n", "-1"}} {
+		var bad badFlag
+		err := run(t.Context(), append(args, "-systems", "none", "-out", t.TempDir()), io.Discard)
+		if !errors.As(err, &bad) {
+			t.Errorf("%v: %v, want a flag error", args, err)
+		}
 	}
 }
