@@ -544,14 +544,17 @@ func (p *Placer) resubmit(part *partition, calls []*pb.IVRCall) {
 	p.begin(len(calls))
 	go func() {
 		for i, c := range calls {
+			// Counted before it is handed over: a worker may place it and
+			// leave the placer idle before enqueue returns.
+			p.Stats.Resubmitted.Add(1)
 			if p.enqueue(context.Background(), job{part: part, call: c}) != nil {
+				p.Stats.Resubmitted.Add(-1)
 				for range calls[i+1:] { // given up again
 					p.Stats.Queued.Add(-1)
 					p.end()
 				}
 				return
 			}
-			p.Stats.Resubmitted.Add(1)
 		}
 	}()
 }
