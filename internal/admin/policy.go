@@ -10,8 +10,8 @@ import (
 
 	"github.com/lovoo/goka"
 	gokacodec "github.com/lovoo/goka/codec"
-	"github.com/lovoo/goka/storage"
 
+	"github.com/ivrsched/ivrsched/internal/kafkaclient"
 	"github.com/ivrsched/ivrsched/internal/policy"
 	"github.com/ivrsched/ivrsched/topology"
 )
@@ -42,28 +42,15 @@ func (c *Client) StoredPolicy(ctx context.Context) ([]byte, error) {
 	if !slices.Contains(topics, string(topic)) {
 		return nil, nil
 	}
-	opts := append(c.Kafka.ViewOptions(), goka.WithViewStorageBuilder(storage.MemoryBuilder()), goka.WithViewLogger(quietLogger{}))
-	v, err := goka.NewView(c.Kafka.Brokers, topic, new(gokacodec.Bytes), opts...)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", topic, err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.Kafka.DialTimeout)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- v.Run(ctx) }()
-	select {
-	case <-v.WaitRunning():
-	case err := <-done:
-		if err == nil {
-			err = ctx.Err()
-		}
-		return nil, fmt.Errorf("read %s: %w", topic, err)
-	}
-	val, err := v.Get(policy.Key)
-	cancel()
-	<-done
+	var val any
+	err = kafkaclient.ReadView(ctx, c.Kafka, goka.Table(topic), func(v *goka.View) (err error) {
+		val, err = v.Get(policy.Key)
+		return err
+	}, goka.WithViewLogger(quietLogger{}))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", topic, err)
+		return nil, err
 	}
 	b, _ := val.([]byte)
 	return b, nil

@@ -6,7 +6,6 @@ import (
 
 	"github.com/lovoo/goka"
 	gokacodec "github.com/lovoo/goka/codec"
-	"github.com/lovoo/goka/storage"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
@@ -109,30 +108,7 @@ func withView(ctx context.Context, k kafkaclient.Kafka, t topology.Topics, fn fu
 	if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{spec(t)}); err != nil {
 		return fmt.Errorf("topic %s: %w", topic, err)
 	}
-	opts := append(k.ViewOptions(), goka.WithViewStorageBuilder(storage.MemoryBuilder()))
-	v, err := goka.NewView(k.Brokers, topic, new(gokacodec.Bytes), opts...)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", topic, err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- v.Run(ctx) }()
-	select {
-	case <-v.WaitRunning():
-	case err := <-done:
-		if err == nil {
-			err = ctx.Err()
-		}
-		return fmt.Errorf("read %s: %w", topic, err)
-	}
-	err = fn(v)
-	cancel()
-	<-done
-	if err != nil {
-		return fmt.Errorf("read %s: %w", topic, err)
-	}
-	return nil
+	return kafkaclient.ReadView(ctx, k, goka.Table(topic), fn)
 }
 
 func spec(t topology.Topics) topology.TopicSpec {
