@@ -76,7 +76,7 @@ proto:
 	PATH=$(CURDIR)/$(BIN):$$PATH protoc -I codec --go_out=codec/ivrschedpb --go_opt=paths=source_relative codec/ivrsched.proto
 
 ## bench: eight systems side by side, three runs each, then each Kafka system
-## idle for 60 s, then the dialer alone (about 40 minutes); bench-full: every
+## idle for 60 s, then the dialer alone (about 45 minutes); bench-full: every
 ## variant, 200 k per phase
 bench: redis-server
 	cd bench && $(GO) run ./cmd/ivrbench $(BENCH_QUICK) -out ../docs/bench
