@@ -69,6 +69,12 @@
 //     open breaker refuses every record at once for 10 s, even once the
 //     brokers answer again (TestProducerBreakerOpensAfterThreeFailedLookups;
 //     reviving_emitter.go builds a new producer then).
+//   - A broker closes a connection idle for connections.max.idle.ms (10
+//     minutes by default); Sarama's producer learns it when its next
+//     request there fails, and retries the batch on a new connection after
+//     Retry.BackoffFunc's wait, which is none for a first retry
+//     (TestProducerRetriesOnAClosedConnectionAtOnce; on Apache Kafka,
+//     systemtest's TestFirstFireAfterAnIdleStretch; issue 32).
 //
 // Fetches:
 //   - A Sarama consumer sends one fetch per broker for all the partitions

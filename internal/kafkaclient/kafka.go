@@ -145,6 +145,7 @@ func (k Kafka) Sarama() *sarama.Config {
 	c.Producer.Return.Successes = true
 	c.Producer.Return.Errors = true
 	c.Producer.Retry.Max = 10
+	c.Producer.Retry.BackoffFunc = retryBackoff
 	// One produce request in flight per broker: under load the next batch
 	// grows while the previous one is acknowledged (fewer, larger requests
 	// for the broker), while an idle producer still sends after
@@ -163,6 +164,21 @@ func (k Kafka) Sarama() *sarama.Config {
 	c.Producer.Partitioner = sarama.NewCustomHashPartitioner(k.Hasher)
 	k.Security.apply(c)
 	return c
+}
+
+// retryBackoff is how long a producer waits before its retries-th retry of
+// a batch: not at all before the first, 100 ms (Sarama's default) before
+// each later one. A broker closes a connection that has been idle for its
+// connections.max.idle.ms (10 minutes by default), and a producer learns
+// it only when its next request fails: after an idle stretch the first
+// fire's tick and its call would each wait a backoff for nothing
+// (TestFirstFireAfterAnIdleStretch). A retry that fails again, as when a
+// leader is down, waits as before.
+func retryBackoff(retries, _ int) time.Duration {
+	if retries <= 1 {
+		return 0
+	}
+	return 100 * time.Millisecond
 }
 
 // ValueBound is the largest value a producer configured as c writes in
