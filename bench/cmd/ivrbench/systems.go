@@ -46,6 +46,11 @@ var registry = []entry{
 	{"ivrsched-kafka-window", "kafka", func(n string) harness.System {
 		return ivrsched.New(n, ivrsched.OneProcess, "--default-policy", "window").WithTimeZone(ivrsched.DaytimeZone(time.Now()))
 	}},
+	// A do-not-call list of 1,000,000 entries, read before the first phase:
+	// each fire and each placement checks the list.
+	{"ivrsched-kafka-dnc1m", "kafka", func(n string) harness.System {
+		return ivrsched.New(n, ivrsched.OneProcess).WithSuppressions(1_000_000)
+	}},
 	{"ivrsched-embedded", "embedded", func(n string) harness.System { return ivrsched.New(n, ivrsched.Embedded) }},
 	{"asynq-default", "redis", func(n string) harness.System { return asynq.New(n, asynq.Options{}) }},
 	{"asynq-100ms", "redis", func(n string) harness.System {

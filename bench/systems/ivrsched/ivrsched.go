@@ -53,6 +53,9 @@ type System struct {
 	broker string // what clients use
 	data   string
 	web    string // the web UI of `ivrsched run` (pprof included)
+	// suppressions is how many entries the do-not-call list holds before
+	// the first phase (WithSuppressions).
+	suppressions int
 
 	mu     sync.Mutex
 	procs  []*proc // scheduler first
@@ -198,6 +201,9 @@ func (s *System) Start(ctx context.Context, env harness.Env) error {
 	if err := s.awaitTopics(ctx); err != nil {
 		return err
 	}
+	if err := s.fillSuppressions(ctx); err != nil {
+		return err
+	}
 	if s.web != "" && env.Log != nil {
 		env.Log.Info("ivrsched started", "system", s.name, "web", "http://"+s.web) // /debug/pprof for profiles of a run
 	}
@@ -292,17 +298,34 @@ func config() *sarama.Config {
 
 // Schedule produces one onboarding command per task, as a producer would.
 func (s *System) Schedule(ctx context.Context, tasks []harness.Task) error {
+	now := timestamppb.Now()
+	return s.produce(ctx, len(tasks), func(i int) (*sarama.ProducerMessage, error) {
+		t := tasks[i]
+		cmd := &ivrschedpb.Command{UserId: t.User, RequestedAt: now, Command: &ivrschedpb.Command_Onboard{Onboard: &ivrschedpb.Onboard{
+			Phone: "+14155550100", TimeZone: s.zone,
+			FollowUps: []*ivrschedpb.FollowUp{{TaskId: t.ID, When: &ivrschedpb.FollowUp_DueAt{DueAt: timestamppb.New(t.Due)},
+				Action: &ivrschedpb.Action{IvrScript: "bench"}, Payload: t.Payload}},
+		}}}
+		b, err := proto.Marshal(cmd)
+		if err != nil {
+			return nil, err
+		}
+		return &sarama.ProducerMessage{Topic: string(s.topics.Onboarding), Key: sarama.StringEncoder(t.User), Value: sarama.ByteEncoder(b)}, nil
+	})
+}
+
+// produce writes the n messages msg returns and waits for the broker to
+// acknowledge each; the first error is returned.
+func (s *System) produce(ctx context.Context, n int, msg func(i int) (*sarama.ProducerMessage, error)) error {
 	p, err := sarama.NewAsyncProducer([]string{s.broker}, config())
 	if err != nil {
 		return fmt.Errorf("producer: %w", err)
 	}
-	now := timestamppb.Now()
 	errc := make(chan error, 1)
-	var acked int
 	go func() {
 		var first error
 		defer func() { errc <- first }()
-		for range tasks {
+		for range n {
 			select {
 			case _, ok := <-p.Successes():
 				if !ok {
@@ -316,21 +339,16 @@ func (s *System) Schedule(ctx context.Context, tasks []harness.Task) error {
 					first = e.Err
 				}
 			}
-			acked++
 		}
 	}()
-	for _, t := range tasks {
-		cmd := &ivrschedpb.Command{UserId: t.User, RequestedAt: now, Command: &ivrschedpb.Command_Onboard{Onboard: &ivrschedpb.Onboard{
-			Phone: "+14155550100", TimeZone: s.zone,
-			FollowUps: []*ivrschedpb.FollowUp{{TaskId: t.ID, When: &ivrschedpb.FollowUp_DueAt{DueAt: timestamppb.New(t.Due)},
-				Action: &ivrschedpb.Action{IvrScript: "bench"}, Payload: t.Payload}},
-		}}}
-		b, err := proto.Marshal(cmd)
+	for i := range n {
+		m, err := msg(i)
 		if err != nil {
+			p.AsyncClose()
 			return err
 		}
 		select {
-		case p.Input() <- &sarama.ProducerMessage{Topic: string(s.topics.Onboarding), Key: sarama.StringEncoder(t.User), Value: sarama.ByteEncoder(b)}:
+		case p.Input() <- m:
 		case <-ctx.Done():
 			p.AsyncClose()
 			return ctx.Err()
