@@ -48,21 +48,27 @@ const (
 	// Not placed: the number is on the do-not-call list (ivr-suppressions)
 	// when the dialer was about to place the call. Final; never retried.
 	Outcome_OUTCOME_SUPPRESSED Outcome = 9
+	// The recipient asked not to be called again during the call (a keypress
+	// on Twilio's Gather, or the webhook endpoint's callback): the dialer has
+	// put the number it placed the call to on the do-not-call list. Final;
+	// never retried (the scheduler reports the follow-up answered).
+	Outcome_OUTCOME_OPTED_OUT Outcome = 10
 )
 
 // Enum value maps for Outcome.
 var (
 	Outcome_name = map[int32]string{
-		0: "OUTCOME_UNSPECIFIED",
-		1: "OUTCOME_PLACED",
-		2: "OUTCOME_ANSWERED",
-		3: "OUTCOME_NO_ANSWER",
-		4: "OUTCOME_BUSY",
-		5: "OUTCOME_FAILED",
-		6: "OUTCOME_RINGING",
-		7: "OUTCOME_CANCELED",
-		8: "OUTCOME_MACHINE",
-		9: "OUTCOME_SUPPRESSED",
+		0:  "OUTCOME_UNSPECIFIED",
+		1:  "OUTCOME_PLACED",
+		2:  "OUTCOME_ANSWERED",
+		3:  "OUTCOME_NO_ANSWER",
+		4:  "OUTCOME_BUSY",
+		5:  "OUTCOME_FAILED",
+		6:  "OUTCOME_RINGING",
+		7:  "OUTCOME_CANCELED",
+		8:  "OUTCOME_MACHINE",
+		9:  "OUTCOME_SUPPRESSED",
+		10: "OUTCOME_OPTED_OUT",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED": 0,
@@ -75,6 +81,7 @@ var (
 		"OUTCOME_CANCELED":    7,
 		"OUTCOME_MACHINE":     8,
 		"OUTCOME_SUPPRESSED":  9,
+		"OUTCOME_OPTED_OUT":   10,
 	}
 )
 
@@ -2363,7 +2370,7 @@ func (x *DialerState) GetInFlight() []*IVRCall {
 }
 
 // DialRecord is one call the dialer placed, and the latest status of it.
-// Next ID: 10
+// Next ID: 11
 type DialRecord struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	CallId  string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -2378,7 +2385,12 @@ type DialRecord struct {
 	Machine bool `protobuf:"varint,8,opt,name=machine,proto3" json:"machine,omitempty"`
 	// The dialer loop's offset of the last status recorded: a status at or
 	// below it is a replay after a crash, whose result is published again.
-	StatusOffset  int64 `protobuf:"varint,9,opt,name=status_offset,json=statusOffset,proto3" json:"status_offset,omitempty"`
+	StatusOffset int64 `protobuf:"varint,9,opt,name=status_offset,json=statusOffset,proto3" json:"status_offset,omitempty"`
+	// The keyed hash (HMAC-SHA256 under the suppression key, as the
+	// ivr-suppressions key, raw bytes) of the number the call was placed to,
+	// not the number: an opt-out reported for the call lists that number,
+	// whatever the callback says. Unset in records written before opt-outs.
+	NumberKey     []byte `protobuf:"bytes,10,opt,name=number_key,json=numberKey,proto3" json:"number_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2474,6 +2486,13 @@ func (x *DialRecord) GetStatusOffset() int64 {
 		return x.StatusOffset
 	}
 	return 0
+}
+
+func (x *DialRecord) GetNumberKey() []byte {
+	if x != nil {
+		return x.NumberKey
+	}
+	return nil
 }
 
 // CallStatus is what became of a call the dialer placed: the provider's
@@ -3099,7 +3118,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x0fKIND_SUPPRESSED\x10\x15\"o\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\x121\n" +
-	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\xb3\x02\n" +
+	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\xd2\x02\n" +
 	"\n" +
 	"DialRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12.\n" +
@@ -3110,7 +3129,10 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x05final\x18\x06 \x01(\bR\x05final\x12(\n" +
 	"\x10provider_call_id\x18\a \x01(\tR\x0eproviderCallId\x12\x18\n" +
 	"\amachine\x18\b \x01(\bR\amachine\x12#\n" +
-	"\rstatus_offset\x18\t \x01(\x03R\fstatusOffset\"\xdf\x02\n" +
+	"\rstatus_offset\x18\t \x01(\x03R\fstatusOffset\x12\x1d\n" +
+	"\n" +
+	"number_key\x18\n" +
+	" \x01(\fR\tnumberKey\"\xdf\x02\n" +
 	"\n" +
 	"CallStatus\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
@@ -3157,7 +3179,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"SOURCE_CLI\x10\x01\x12\x10\n" +
 	"\fSOURCE_ADMIN\x10\x02\x12\x13\n" +
 	"\x0fSOURCE_PRODUCER\x10\x03\x12\x12\n" +
-	"\x0eSOURCE_OPT_OUT\x10\x04*\xe1\x01\n" +
+	"\x0eSOURCE_OPT_OUT\x10\x04*\xf8\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOUTCOME_PLACED\x10\x01\x12\x14\n" +
@@ -3168,7 +3190,9 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x0fOUTCOME_RINGING\x10\x06\x12\x14\n" +
 	"\x10OUTCOME_CANCELED\x10\a\x12\x13\n" +
 	"\x0fOUTCOME_MACHINE\x10\b\x12\x16\n" +
-	"\x12OUTCOME_SUPPRESSED\x10\tBc\n" +
+	"\x12OUTCOME_SUPPRESSED\x10\t\x12\x15\n" +
+	"\x11OUTCOME_OPTED_OUT\x10\n" +
+	"Bc\n" +
 	"\x16com.github.ivrsched.v1B\rIvrschedProtoP\x01Z8github.com/ivrsched/ivrsched/codec/ivrschedpb;ivrschedpbb\x06proto3"
 
 var (
