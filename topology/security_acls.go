@@ -90,6 +90,7 @@ func (t Topics) RoleACLs(role string) []ACL {
 	allow("Group", string(t.Dialer), "Describe")
 	topic(string(t.Onboarding), "Write")
 	topic(string(t.Policies), "Write")
+	topic(string(t.Suppressions), "Write") // the dialer's opt-outs, the admin API's entries
 
 	out := make([]ACL, 0, len(ops))
 	for k, o := range ops {

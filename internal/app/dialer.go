@@ -79,6 +79,8 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 		Clock:   cfg.Clock,
 		Policy:  pol,
 		Logger:  dlog,
+		// Each call's record keeps its number's keyed hash, for opt-outs.
+		NumberKey: numberKey(cfg.SuppressionKey),
 		// The dialer's table is written by a producer configured alike.
 		MaxValueBytes: kafkaclient.ValueBound(cfg.Kafka.Sarama()),
 	})
@@ -142,4 +144,13 @@ func logDialer(ctx context.Context, d *dialer.Dialer, pl *placement.Placer, cbs 
 			"answered_429", now[5], "answered_5xx", now[6], "finals", now[7], "callbacks", now[8], "callbacks_refused", now[9],
 			"forgotten", now[10], "outcomes_to_scheduler", now[11], "fired_before_forget", now[12], "queued", p.Queued.Load(), "placing", p.Placing.Load(), "cps", pl.Rate())
 	}
+}
+
+// numberKey is the dialer's hash of numbers: the suppression key's (nil
+// without a key).
+func numberKey(k suppress.Key) func(string) []byte {
+	if len(k) == 0 {
+		return nil
+	}
+	return k.Sum
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/clock"
@@ -75,12 +76,32 @@ func LoadKey(file string, getenv func(string) string) (Key, error) {
 // E.164 form under k. A number the numbering plan knows is hashed in its
 // E.164 form; any other string as it is.
 func (k Key) Hash(number string) string {
+	return hex.EncodeToString(k.Sum(number))
+}
+
+// Sum is Hash's bytes before hex: what a dialer's record of a call keeps
+// (DialRecord.number_key), half the size.
+func (k Key) Sum(number string) []byte {
 	if n, err := phone.Parse(number); err == nil {
 		number = n.E164
 	}
 	m := hmac.New(sha256.New, k)
 	m.Write([]byte(number))
-	return hex.EncodeToString(m.Sum(nil))
+	return m.Sum(nil)
+}
+
+// OptOutReason is the reason of an entry a recipient's opt-out added.
+const OptOutReason = "opted out by keypress"
+
+// OptOut is the entry the dialer writes when the recipient of call callID
+// opted out at at: no end, reason OptOutReason and the call id (cut so the
+// reason stays within MaxReasonBytes).
+func OptOut(callID string, at time.Time) *pb.Suppression {
+	r := OptOutReason + " (call " + callID + ")"
+	if len(r) > MaxReasonBytes {
+		r = Reason(&pb.Suppression{Reason: r})
+	}
+	return &pb.Suppression{Reason: r, AddedAt: timestamppb.New(at), Source: pb.Suppression_SOURCE_OPT_OUT}
 }
 
 // Active reports whether e suppresses at now: it has no end, or ends after now.

@@ -35,6 +35,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
+	gokacodec "github.com/lovoo/goka/codec"
 	"github.com/lovoo/goka/storage"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -110,7 +111,12 @@ type Config struct {
 	// ends the follow-up. Called from every partition goroutine: it must be
 	// cheap and safe for concurrent use.
 	Policy func() *policy.Policy
-	Logger *slog.Logger
+	// NumberKey returns the keyed hash of a number (suppress.Key.Sum):
+	// each call's record keeps its number's, so that an opt-out reported
+	// for the call lists that number (optout.go). nil: records keep none,
+	// and an opt-out lists nothing.
+	NumberKey func(number string) []byte
+	Logger    *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -161,6 +167,10 @@ type Stats struct {
 	// Trimmed counts the records dropped, oldest first, to keep a user's
 	// value within MaxValueBytes.
 	Trimmed atomic.Int64
+	// OptOuts counts the numbers listed because their call's recipient
+	// opted out; OptOutsIgnored the opt-outs not listed: of an unknown
+	// call, of another provider call, or of a record without a number.
+	OptOuts, OptOutsIgnored atomic.Int64
 	// FiredBeforeForget: calls consumed after their user's Forget that the
 	// scheduler fired before it (ivr-calls lagging behind followup-events):
 	// dropped, not placed.
@@ -217,7 +227,8 @@ func (d *Dialer) Graph() *goka.GroupGraph {
 		goka.Input(t.Events, new(codec.ScheduleEvent), d.onEvent),
 		goka.Loop(new(codec.CallStatus), d.onStatus),
 		goka.Output(t.Results, new(codec.CallResult)),
-		goka.Output(t.Onboarding, new(codec.Command)), // outcomes, for the scheduler's retries
+		goka.Output(t.Onboarding, new(codec.Command)),                  // outcomes, for the scheduler's retries
+		goka.Output(goka.Stream(t.Suppressions), new(gokacodec.Bytes)), // opt-outs (optout.go)
 		d.dlq.Edge(),
 		goka.Persist(new(codec.DialerState)),
 	)

@@ -74,11 +74,14 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 	// The placer forgets the call in any case (recorded already: a status
 	// after the first one).
 	call := d.first(ctx, st, s)
+	if s.GetOutcome() == pb.Outcome_OUTCOME_OPTED_OUT && bad == nil && d.optOutHandled(ctx, st, r, call, s) {
+		return
+	}
 	switch {
 	case bad != nil:
 		d.unrecorded(ctx, s, call, bad)
 	case r == nil && call != nil:
-		r = &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt()}
+		r = &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt(), NumberKey: d.numberKey(call)}
 		st.Calls = append(st.Calls, r)
 		if n := len(st.Calls) - d.cfg.History; n > 0 {
 			st.Calls = append(st.Calls[:0:0], st.Calls[n:]...)
@@ -95,6 +98,9 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 		d.cfg.Logger.Info("status replayed after a restart; its result is published again", "call_id", s.GetCallId(), "offset", ctx.Offset())
 		res := d.result(ctx, r, s, d.outcome(r, s))
 		ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
+		if res.GetOutcome() == pb.Outcome_OUTCOME_OPTED_OUT {
+			d.optOut(ctx, r, s) // the entry may not have reached Kafka either
+		}
 		if res.GetFinal() {
 			d.final(ctx, res)
 		}
@@ -137,6 +143,9 @@ func (d *Dialer) unrecorded(ctx goka.Context, s *pb.CallStatus, call *pb.IVRCall
 		r.TaskId, r.Attempt = call.GetTaskId(), call.GetAttempt()
 	}
 	d.unreadable(ctx, bad, fmt.Sprintf("the status of call %s is not recorded; its result is published", s.GetCallId()), s)
+	if s.GetOutcome() == pb.Outcome_OUTCOME_OPTED_OUT {
+		d.optOut(ctx, &pb.DialRecord{NumberKey: d.numberKey(call)}, s) // listed if the placer held the call
+	}
 	res := d.result(ctx, r, s, s.GetOutcome())
 	ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
 	if res.GetFinal() {
@@ -186,6 +195,9 @@ func (d *Dialer) apply(ctx goka.Context, st *pb.DialerState, r *pb.DialRecord, s
 		r.ProviderCallId = s.GetProviderCallId()
 	}
 	d.write(ctx, st, r, s)
+	if o == pb.Outcome_OUTCOME_OPTED_OUT {
+		d.optOut(ctx, r, s)
+	}
 	res := d.result(ctx, r, s, o)
 	ctx.Emit(d.cfg.Topics.Results, ctx.Key(), res)
 	if res.GetFinal() {

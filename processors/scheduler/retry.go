@@ -64,7 +64,8 @@ func (s *Scheduler) callEnded(ctx goka.Context, st *pb.UserState, e *pb.CallEnde
 		})
 	}
 	switch {
-	case e.GetOutcome() == pb.Outcome_OUTCOME_ANSWERED || e.GetOutcome() == pb.Outcome_OUTCOME_PLACED:
+	case e.GetOutcome() == pb.Outcome_OUTCOME_ANSWERED || e.GetOutcome() == pb.Outcome_OUTCOME_PLACED,
+		e.GetOutcome() == pb.Outcome_OUTCOME_OPTED_OUT: // answered, and asked not to be called again
 		final(pb.ScheduleEvent_KIND_ANSWERED, name, "done")
 	case t.GetCancelled():
 		final(pb.ScheduleEvent_KIND_CANCELLED, "cancelled", "cancelled while it was being placed; not retried")
@@ -202,6 +203,8 @@ func outcomeName(o pb.Outcome) string {
 		return "placed"
 	case pb.Outcome_OUTCOME_SUPPRESSED:
 		return "suppressed"
+	case pb.Outcome_OUTCOME_OPTED_OUT:
+		return "opted-out"
 	}
 	return o.String()
 }

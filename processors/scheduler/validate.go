@@ -364,7 +364,8 @@ func validateCallEnded(e *pb.CallEnded) error {
 	}
 	switch e.GetOutcome() {
 	case pb.Outcome_OUTCOME_ANSWERED, pb.Outcome_OUTCOME_NO_ANSWER, pb.Outcome_OUTCOME_BUSY, pb.Outcome_OUTCOME_FAILED,
-		pb.Outcome_OUTCOME_CANCELED, pb.Outcome_OUTCOME_MACHINE, pb.Outcome_OUTCOME_PLACED, pb.Outcome_OUTCOME_SUPPRESSED:
+		pb.Outcome_OUTCOME_CANCELED, pb.Outcome_OUTCOME_MACHINE, pb.Outcome_OUTCOME_PLACED, pb.Outcome_OUTCOME_SUPPRESSED,
+		pb.Outcome_OUTCOME_OPTED_OUT:
 		return nil
 	}
 	return reject(deadletter.ReasonInvalidCallEnded, "call %s: outcome %v is not a final outcome", e.GetCallId(), e.GetOutcome())

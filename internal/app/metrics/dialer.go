@@ -27,6 +27,8 @@ func Dialer(d *dialer.Dialer, pl *placement.Placer) prometheus.Collector {
 		{newDesc("provider_throttled_total", help("Provider requests answered 429 (retried)"), nil), ps.TooMany.Load},
 		{newDesc("provider_server_errors_total", help("Provider requests answered 5xx (retried)"), nil), ps.ServerErrors.Load},
 		{newDesc("dialer_calls_suppressed_total", help("Calls not placed because their number was on the do-not-call list when their turn came (OUTCOME_SUPPRESSED)"), nil), ps.Suppressed.Load},
+		{newDesc("dialer_opt_outs_total", help("Numbers put on the do-not-call list because the recipient opted out during their call"), nil), ds.OptOuts.Load},
+		{newDesc("dialer_opt_outs_ignored_total", help("Opt-outs that listed nothing: of a call the dialer does not hold, of another provider call, or of a record without a number"), nil), ds.OptOutsIgnored.Load},
 		{newDesc("dialer_calls_resubmitted_total", help("Calls found in flight when a partition came to this process, and placed again"), nil), ps.Resubmitted.Load},
 		{newDesc("dialer_inflight_unreadable_total", help("Stored values that listed calls in flight but did not decode when a partition came to this process (their calls are not placed again)"), nil), ps.Unreadable.Load},
 	}

@@ -20,7 +20,10 @@ const CallbackPath = "/callbacks/webhook"
 // "no_answer", "final": true, "detail": "...", "provider_call_id": "..."},
 // signed like the calls (X-Ivrsched-Signature over the body, with the same
 // secret). "final" may be left out: every outcome but placed, ringing and
-// answered is final then. A request without a valid signature no older
+// answered is final then. "opted_out" (always final) says the recipient
+// asked not to be called again: the dialer lists the number it placed the
+// call to (a number in the body is not read). A request without a valid
+// signature no older
 // than MaxAge gets 403 and is counted; a signed one that does not read gets
 // 400; a verified status is published (StatusSink) before the answer, 204.
 //
@@ -76,6 +79,9 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Detail: s.Detail, ProviderCallID: s.ProviderCallID, At: c.Time()}
 	if s.Final != nil {
 		st.Final = *s.Final
+	}
+	if outcome == pb.Outcome_OUTCOME_OPTED_OUT {
+		st.Final = true // the recipient's answer ends what the call is for
 	}
 	c.Publish(w, r, st)
 }
