@@ -31,6 +31,7 @@ type dialerFlags struct {
 	twilioAPI         string
 	twilioScriptURL   string
 	twilioAMD         string
+	optOutDigit       string
 
 	inlineScripts  bool
 	scriptURLHosts string
@@ -51,6 +52,7 @@ func (d *dialerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.inlineScripts, "allow-inline-scripts", false, "pass on a script that is TwiML itself (\"<Response>…\"): whoever writes to the onboarding topic then chooses what the calls say and whom they dial; URLs in it must be on --script-url-hosts (default: a script is a name only)")
 	fs.StringVar(&d.scriptURLHosts, "script-url-hosts", "", "comma-separated hosts (host or host:port) of the https URLs a script may be, used as is (default: none, a script is a name only)")
 	fs.StringVar(&d.twilioAMD, "twilio-amd", "off", "twilio: answering-machine detection: off, enable or detect-message-end")
+	fs.StringVar(&d.optOutDigit, "opt-out-digit", "9", "twilio: the key a recipient presses on a script's <Gather> whose action is <public-url>"+twilio.GatherPath+"?call_id=…&user_id=… to opt out: the number the call was placed to goes on the do-not-call list; one of 0-9, * and #, or off")
 }
 
 // httpURL checks an http(s) URL flag.
@@ -180,7 +182,11 @@ func (d *dialerFlags) apply(cfg *app.Config, getenv func(string) string) error {
 			return badFlag("twilio-from", "%v", err)
 		}
 		cfg.Provider = p
-		cfg.TwilioCallback = &twilio.Callback{AuthToken: tc.AuthToken, PublicURL: d.publicURL,
+		digit, err := optOutDigit(d.optOutDigit)
+		if err != nil {
+			return err
+		}
+		cfg.TwilioCallback = &twilio.Callback{AuthToken: tc.AuthToken, PublicURL: d.publicURL, OptOutDigit: digit, ScriptURL: d.twilioScriptURL,
 			CallbackEndpoint: provider.CallbackEndpoint{Logger: cfg.Logger.With("role", "dialer")}}
 	default:
 		return badFlag("provider", "%q; want log, webhook or twilio", d.provider)
@@ -204,4 +210,16 @@ func (d *dialerFlags) scripts() (provider.Scripts, error) {
 		s.URLHosts = append(s.URLHosts, h)
 	}
 	return s, nil
+}
+
+// optOutDigit reads --opt-out-digit: one key of a phone's keypad, or off
+// ("").
+func optOutDigit(v string) (string, error) {
+	if v == "off" {
+		return "", nil
+	}
+	if len(v) != 1 || !strings.Contains("0123456789*#", v) {
+		return "", badFlag("opt-out-digit", "%q; want one key of 0-9, * and #, or off", v)
+	}
+	return v, nil
 }

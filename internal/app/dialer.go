@@ -98,6 +98,7 @@ func startDialer(ctx context.Context, g *errgroup.Group, cfg Config, opts []goka
 	if c := cfg.TwilioCallback; c != nil {
 		c.Sink = d
 		router.Handle(twilio.CallbackPath, c)
+		router.Handle(twilio.GatherPath, c.Gather()) // opt-outs by keypress
 		cbs = append(cbs, &c.Stats)
 	}
 	if c := cfg.WebhookCallback; c != nil {

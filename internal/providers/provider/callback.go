@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -54,20 +55,30 @@ func (e *CallbackEndpoint) Invalid(w http.ResponseWriter, want string) {
 // answered 204 and counted, not published again: a signed request replayed
 // while its signature is fresh, or a provider's retry.
 func (e *CallbackEndpoint) Publish(w http.ResponseWriter, r *http.Request, s Status) {
+	if err := e.Store(r.Context(), s); err != nil {
+		http.Error(w, "not stored, send it again", http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Store is Publish without the answer: nil once s is stored (or was
+// within RepeatWindow), else the sink's error, logged and counted. An
+// endpoint whose answer says more than 204 (Twilio's Gather wants TwiML)
+// writes it after a nil.
+func (e *CallbackEndpoint) Store(ctx context.Context, s Status) error {
 	s.Detail = Text(s.Detail)
 	key := repeatKey(s)
 	if !e.published.add(key, e.Time()) {
 		e.Stats.Repeated.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-		return
+		return nil
 	}
-	if err := e.Sink.Publish(r.Context(), s); err != nil {
+	if err := e.Sink.Publish(ctx, s); err != nil {
 		e.published.remove(key)
 		e.Stats.Failed.Add(1)
 		e.log().Error("status callback not published", "call_id", s.CallID, "err", err)
-		http.Error(w, "not stored, send it again", http.StatusServiceUnavailable)
-		return
+		return err
 	}
 	e.Stats.Accepted.Add(1)
-	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

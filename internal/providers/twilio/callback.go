@@ -68,6 +68,12 @@ type Callback struct {
 	PublicURL string
 	// MaxAge bounds the age of a callback's Timestamp; 0 means 10 minutes.
 	MaxAge time.Duration
+	// OptOutDigit is the key a recipient presses on a script's Gather to
+	// opt out (GatherPath); empty: no Gather result is an opt-out.
+	// OptOutSay is said before the call ends then (DefaultOptOutSay if
+	// empty); ScriptURL locates the script a Gather's next names
+	// (Config.ScriptURL).
+	OptOutDigit, OptOutSay, ScriptURL string
 	provider.CallbackEndpoint
 }
 

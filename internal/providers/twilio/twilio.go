@@ -47,7 +47,9 @@ type Config struct {
 	PublicURL string
 	// ScriptURL is the TwiML URL of a script named by its action's
 	// ivr_script, with {script} replaced by the name (query-escaped), e.g.
-	// https://ivr.example.com/twiml/{script}.
+	// https://ivr.example.com/twiml/{script}; {call_id} and {user_id} are
+	// replaced by the call's, for a script that offers to opt out (its
+	// Gather's action names them, GatherPath).
 	ScriptURL string
 	// Scripts says whether an ivr_script may be TwiML itself ("<…") or a
 	// URL, used as is; by default it may be neither (a name only).
@@ -133,7 +135,7 @@ func (p *Provider) script(c *pb.IVRCall) (key, value string, err error) {
 	case kind == provider.ScriptURL:
 		return "Url", s, nil
 	case s != "" && p.cfg.ScriptURL != "":
-		return "Url", strings.ReplaceAll(p.cfg.ScriptURL, "{script}", url.QueryEscape(s)), nil
+		return "Url", ScriptURLFor(p.cfg.ScriptURL, s, c.GetCallId(), c.GetUserId()), nil
 	}
 	return "", "", fmt.Errorf("%w: %w: no script URL is configured (--twilio-script-url) for script %q", ErrTwilio, provider.ErrScript, s)
 }

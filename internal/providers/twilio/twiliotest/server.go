@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -299,4 +300,32 @@ func signature(authToken, fullURL string, form url.Values) string {
 		}
 	}
 	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// SendGather POSTs the result of a <Gather> of call c to action (the
+// Gather's action URL, as the call's TwiML names it), as Twilio does: the
+// call's parameters and the keys pressed (Digits), signed with the auth
+// token, or with a wrong signature if sign is false. Twilio sends no
+// Timestamp with it. It returns the HTTP status and the answer (TwiML).
+func (s *Server) SendGather(c Call, action, digits string, sign bool) (int, string, error) {
+	f := url.Values{"CallSid": {c.SID}, "AccountSid": {s.opts.AccountSID}, "To": {c.Form.Get("To")}, "From": {c.Form.Get("From")},
+		"CallStatus": {"in-progress"}, "Direction": {"outbound-api"}, "ApiVersion": {"2010-04-01"}, "Digits": {digits}, "FinishedOnKey": {""}}
+	req, err := http.NewRequest(http.MethodPost, action, strings.NewReader(f.Encode()))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	token := s.opts.AuthToken
+	if !sign {
+		token = "not-" + token
+	}
+	req.Header.Set("X-Twilio-Signature", signature(token, action, f))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	_, err = io.Copy(&b, io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, b.String(), err
 }
