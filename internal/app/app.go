@@ -353,6 +353,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	if cfg.AdminHTTP != "" {
 		attempts := &admin.Attempts{Clock: cfg.Clock} // of the listener's token and the page's
 		mountAdmin(router, cfg, run, all)
+		mountSuppressions(router, cfg, attempts)
 		mountUI(router, cfg, run, attempts)
 		if run.Policy != nil {
 			router.HandleFunc("/policy", policyPage(run.Policy))

@@ -46,9 +46,10 @@ func mountUI(r *mux.Router, cfg Config, run *Running, attempts *admin.Attempts) 
 			_, err := client.SetPause(ctx, campaign, until)
 			return err
 		},
-		Token:    cfg.AdminToken,
-		Attempts: attempts,
-		Logger:   cfg.logger(),
+		Suppressions: suppressionAPI(cfg, attempts),
+		Token:        cfg.AdminToken,
+		Attempts:     attempts,
+		Logger:       cfg.logger(),
 	}
 	if run.Policy != nil {
 		src.Paused = func() map[string]time.Time {

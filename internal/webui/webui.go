@@ -44,6 +44,8 @@ type Source struct {
 	// Pause pauses a campaign until the given instant, or ends its pause
 	// (until nil), in the stored calling policy (admin.Client.SetPause).
 	Pause func(ctx context.Context, campaign string, until *time.Time) error
+	// Suppressions is the do-not-call list (its page, /ui/suppressions).
+	Suppressions *admin.Suppressions
 	// Token guards the actions (RunNow, Pause); empty: they are off.
 	Token string
 	// Attempts limits the wrong tokens of a host (nil: no limit).
@@ -91,6 +93,8 @@ func Handler(s Source) http.Handler {
 	mux.HandleFunc("POST /ui/run-now", form(s.runNow))
 	mux.HandleFunc("POST /ui/pause", form(s.pause))
 	mux.HandleFunc("POST /ui/resume", form(s.pause))
+	mux.HandleFunc("GET /ui/suppressions", s.suppressionsPage)                  // suppress.go
+	mux.HandleFunc("POST /ui/suppressions/{action}", form(s.suppressionAction)) // check, add, remove
 	return mux
 }
 
