@@ -2043,7 +2043,7 @@ func (x *IVRCall) GetCreatedOffset() int64 {
 // CallResult is published on `ivr-results`, keyed by user id: the
 // provider's answer to placing a call, then each status the provider reports
 // for it (status callbacks).
-// Next ID: 10
+// Next ID: 11
 type CallResult struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	CallId  string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -2060,8 +2060,11 @@ type CallResult struct {
 	Final bool `protobuf:"varint,8,opt,name=final,proto3" json:"final,omitempty"`
 	// The provider's id of the call (Twilio's CallSid), if it has one.
 	ProviderCallId string `protobuf:"bytes,9,opt,name=provider_call_id,json=providerCallId,proto3" json:"provider_call_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The recipient's IANA time zone (DialRecord.recipient_zone), for the
+	// answer rate by local hour; empty if unknown.
+	RecipientZone string `protobuf:"bytes,10,opt,name=recipient_zone,json=recipientZone,proto3" json:"recipient_zone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallResult) Reset() {
@@ -2153,6 +2156,13 @@ func (x *CallResult) GetFinal() bool {
 func (x *CallResult) GetProviderCallId() string {
 	if x != nil {
 		return x.ProviderCallId
+	}
+	return ""
+}
+
+func (x *CallResult) GetRecipientZone() string {
+	if x != nil {
+		return x.RecipientZone
 	}
 	return ""
 }
@@ -2390,7 +2400,10 @@ type DialRecord struct {
 	// ivr-suppressions key, raw bytes) of the number the call was placed to,
 	// not the number: an opt-out reported for the call lists that number,
 	// whatever the callback says. Unset in records written before opt-outs.
-	NumberKey     []byte `protobuf:"bytes,10,opt,name=number_key,json=numberKey,proto3" json:"number_key,omitempty"`
+	NumberKey []byte `protobuf:"bytes,10,opt,name=number_key,json=numberKey,proto3" json:"number_key,omitempty"`
+	// The recipient's IANA time zone: the user's own, else the number's when
+	// the numbering plan gives it one zone only; empty otherwise.
+	RecipientZone string `protobuf:"bytes,11,opt,name=recipient_zone,json=recipientZone,proto3" json:"recipient_zone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2493,6 +2506,13 @@ func (x *DialRecord) GetNumberKey() []byte {
 		return x.NumberKey
 	}
 	return nil
+}
+
+func (x *DialRecord) GetRecipientZone() string {
+	if x != nil {
+		return x.RecipientZone
+	}
+	return ""
 }
 
 // CallStatus is what became of a call the dialer placed: the provider's
@@ -3071,7 +3091,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\apayload\x18\n" +
 	" \x01(\fR\apayload\x12=\n" +
 	"\fonboarded_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vonboardedAt\x12%\n" +
-	"\x0ecreated_offset\x18\f \x01(\x03R\rcreatedOffset\"\xa5\x02\n" +
+	"\x0ecreated_offset\x18\f \x01(\x03R\rcreatedOffset\"\xcc\x02\n" +
 	"\n" +
 	"CallResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
@@ -3082,7 +3102,9 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
 	"\x05final\x18\b \x01(\bR\x05final\x12(\n" +
-	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\"\xd5\x06\n" +
+	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\x12%\n" +
+	"\x0erecipient_zone\x18\n" +
+	" \x01(\tR\rrecipientZone\"\xd5\x06\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -3118,7 +3140,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x0fKIND_SUPPRESSED\x10\x15\"o\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\x121\n" +
-	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\xd2\x02\n" +
+	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\xf9\x02\n" +
 	"\n" +
 	"DialRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12.\n" +
@@ -3132,7 +3154,8 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\rstatus_offset\x18\t \x01(\x03R\fstatusOffset\x12\x1d\n" +
 	"\n" +
 	"number_key\x18\n" +
-	" \x01(\fR\tnumberKey\"\xdf\x02\n" +
+	" \x01(\fR\tnumberKey\x12%\n" +
+	"\x0erecipient_zone\x18\v \x01(\tR\rrecipientZone\"\xdf\x02\n" +
 	"\n" +
 	"CallStatus\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +

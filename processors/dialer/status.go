@@ -81,7 +81,7 @@ func (d *Dialer) onStatus(ctx goka.Context, msg any) {
 	case bad != nil:
 		d.unrecorded(ctx, s, call, bad)
 	case r == nil && call != nil:
-		r = &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt(), NumberKey: d.numberKey(call)}
+		r = &pb.DialRecord{CallId: call.GetCallId(), TaskId: call.GetTaskId(), Attempt: call.GetAttempt(), NumberKey: d.numberKey(call), RecipientZone: recipientZone(call)}
 		st.Calls = append(st.Calls, r)
 		if n := len(st.Calls) - d.cfg.History; n > 0 {
 			st.Calls = append(st.Calls[:0:0], st.Calls[n:]...)
@@ -140,7 +140,7 @@ func named(s *pb.CallStatus) *pb.DialRecord {
 func (d *Dialer) unrecorded(ctx goka.Context, s *pb.CallStatus, call *pb.IVRCall, bad *codec.Undecodable) {
 	r := named(s)
 	if call != nil {
-		r.TaskId, r.Attempt = call.GetTaskId(), call.GetAttempt()
+		r.TaskId, r.Attempt, r.RecipientZone = call.GetTaskId(), call.GetAttempt(), recipientZone(call)
 	}
 	d.unreadable(ctx, bad, fmt.Sprintf("the status of call %s is not recorded; its result is published", s.GetCallId()), s)
 	if s.GetOutcome() == pb.Outcome_OUTCOME_OPTED_OUT {
@@ -225,5 +225,5 @@ func (d *Dialer) result(ctx goka.Context, r *pb.DialRecord, s *pb.CallStatus, o 
 		pid = r.GetProviderCallId()
 	}
 	return &pb.CallResult{CallId: s.GetCallId(), UserId: ctx.Key(), TaskId: r.GetTaskId(), Attempt: r.GetAttempt(),
-		Outcome: o, Detail: s.GetDetail(), At: at, Final: s.GetFinal(), ProviderCallId: pid}
+		Outcome: o, Detail: s.GetDetail(), At: at, Final: s.GetFinal(), ProviderCallId: pid, RecipientZone: r.GetRecipientZone()}
 }
