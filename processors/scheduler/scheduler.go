@@ -88,7 +88,8 @@ type Config struct {
 	// seconds: from its due time to the callback that publishes its call
 	// (the call's fired_at). Called concurrently from every partition
 	// goroutine, once per fire, so it must be cheap (a Prometheus
-	// histogram is).
+	// histogram is). A TimedObserver is also given the fire's clock
+	// reading.
 	Lateness Observer
 	// Suppressions is the do-not-call list (nil: none). A follow-up whose
 	// number it lists is not called when it falls due: it is reported

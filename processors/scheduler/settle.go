@@ -96,9 +96,7 @@ func (s *Scheduler) settleFire(ctx goka.Context, st *pb.UserState) bool {
 		}
 		ctx.Emit(s.cfg.Topics.Calls, ctx.Key(), s.call(st, t, f.CallId, f.FiredAt))
 		s.Stats.Fired.Add(1)
-		if s.cfg.Lateness != nil {
-			s.cfg.Lateness.Observe(now.Sub(t.GetDueAt().AsTime()).Seconds())
-		}
+		s.observeLateness(now, now.Sub(t.GetDueAt().AsTime()).Seconds())
 	}
 	for _, f := range fired { // at or before the mark, put there by this command
 		changed = true

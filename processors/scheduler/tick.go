@@ -205,8 +205,8 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []dueindex.Pos, now
 			ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, CallID(p.User, t), firedAt))
 			calls++
 		}
-		if s.cfg.Lateness != nil && !replay {
-			s.cfg.Lateness.Observe(float64(now.UnixNano()-p.Due) / 1e9)
+		if !replay {
+			s.observeLateness(now, float64(now.UnixNano()-p.Due)/1e9)
 		}
 		if t.GetRepeat() != nil { // its user's callback records the fire time and schedules the next occurrence
 			ctx.Loopback(p.User, &pb.Wake{Kind: pb.Wake_KIND_RECUR, TaskId: p.Task, DueAt: t.GetDueAt(), At: firedAt})
