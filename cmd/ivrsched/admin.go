@@ -152,13 +152,18 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("upcoming", "Prints the next due follow-ups across all partitions as JSON lines, in firing order:\n"+
 		"each scheduler instance (found through the consumer group) answers from the due\n"+
 		"indexes of the partitions it owns (no table scan); the CLI merges them. Shows\n"+
-		"progress on a terminal.")
+		"progress on a terminal. With --histogram, prints instead the follow-ups due per hour\n"+
+		"(effective times, UTC) by campaign, and the dialers' capacity per hour (--cps × 3600):\n"+
+		"what the web page's upcoming chart draws.")
 	var k kafkaFlags
 	k.register(fs, defaultBrokers)
 	from := fs.String("from", "", "only follow-ups due at or after this RFC 3339 time (default: all pending)")
 	to := fs.String("to", "", "only follow-ups due at or before this RFC 3339 time")
 	campaign := fs.String("campaign", "", "only follow-ups of this campaign")
 	limit := fs.Int("limit", 20, "how many follow-ups, 1 to 10000")
+	histogram := fs.Bool("histogram", false, "print the follow-ups per hour and campaign from --from (default: now), and the dialers' capacity")
+	hours := fs.Int("hours", 48, fmt.Sprintf("with --histogram: how many hours, 1 to %d", admin.MaxHours))
+	asJSON := fs.Bool("json", false, "with --histogram: print the admin API's JSON (admin.UpcomingHours) instead of a table")
 	var inst instanceFlags
 	inst.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -180,9 +185,23 @@ func cmdUpcoming(ctx context.Context, args []string, stdout io.Writer) error {
 	if *limit < 1 || *limit > 10000 {
 		return badFlag("limit", "%d; want 1 to 10000", *limit)
 	}
+	if *histogram {
+		if *campaign != "" || *to != "" {
+			return badFlag("histogram", "counts every campaign up to --hours; --campaign and --to are not taken with it")
+		}
+		if *hours < 1 || *hours > admin.MaxHours {
+			return badFlag("hours", "%d; want 1 to %d", *hours, admin.MaxHours)
+		}
+	}
 	c, err := instancesClient(&k, inst)
 	if err != nil {
 		return err
+	}
+	if *histogram {
+		if q.From.IsZero() {
+			q.From = time.Now()
+		}
+		return printHistogram(ctx, c, q.From, *hours, *asJSON, stdout)
 	}
 	prog := newProgress("upcoming")
 	all, cl, err := c.Upcoming(ctx, q, func(answered, of int32) {

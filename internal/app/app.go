@@ -174,8 +174,11 @@ type Running struct {
 	Placer    *placement.Placer
 	// Policy is the calling policy the scheduler and the dialer apply.
 	Policy func() *policy.Policy
-	ready  chan struct{}
-	roles  []*role
+	// Lateness is the scheduler's fire lateness per minute (the charts).
+	Lateness *admin.LatenessRecorder
+	answers  *answersFeed // the answer rate chart's reading of ivr-results
+	ready    chan struct{}
+	roles    []*role
 }
 
 // Ready is closed once every role's processor has recovered its table and
@@ -269,6 +272,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 		}
 		stores := newStores(ctx, cfg, "scheduler", log)
 		lateness := metrics.FireLateness()
+		run.Lateness = admin.NewLatenessRecorder(cfg.Clock)
 		s, err := scheduler.New(scheduler.Config{
 			Topics:        cfg.Topics,
 			Storage:       cfg.schedulerStorage(stores.Builder()),
@@ -280,7 +284,7 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			TickGap:       cfg.TickGap,
 			Retain:        cfg.Retain,
 			Policy:        pv.Current,
-			Lateness:      lateness,
+			Lateness:      latenessObservers{lateness, run.Lateness},
 			Suppressions:  list,
 			Logger:        log.With("role", "scheduler"),
 		}, scheduler.TickSender(em, int32(cfg.Kafka.Partitions), cfg.Clock, log))
@@ -352,8 +356,10 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 	}
 	if cfg.AdminHTTP != "" {
 		attempts := &admin.Attempts{Clock: cfg.Clock} // of the listener's token and the page's
+		run.answers = newAnswersFeed(ctx, cfg, log.With("role", "charts"))
 		mountAdmin(router, cfg, run, all)
 		mountSuppressions(router, cfg, attempts)
+		mountCharts(router, cfg, run, all)
 		mountUI(router, cfg, run, attempts)
 		if run.Policy != nil {
 			router.HandleFunc("/policy", policyPage(run.Policy))

@@ -51,6 +51,7 @@ func mountUI(r *mux.Router, cfg Config, run *Running, attempts *admin.Attempts) 
 		Attempts:     attempts,
 		Logger:       cfg.logger(),
 	}
+	chartSources(&src, cfg, client, run)
 	if run.Policy != nil {
 		src.Paused = func() map[string]time.Time {
 			out := map[string]time.Time{}

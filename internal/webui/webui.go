@@ -1,7 +1,8 @@
 // Package webui is ivrsched's own web page, served at /ui/ beside Goka's
 // monitor and query pages: the next calls across the deployment, a user's
 // follow-ups and calls, recent results, dead letters by reason and paused
-// campaigns. It is server-rendered (html/template, no script). Phone
+// campaigns, and charts of the day (charts.go: SVG drawn here). It is
+// server-rendered (html/template, no script). Phone
 // numbers are masked. The one state-changing action, running a follow-up
 // now, is a Kafka command (Source.RunNow) and needs the admin token.
 package webui
@@ -39,6 +40,10 @@ type Source struct {
 	DeadLetters func(ctx context.Context) (map[string]int, error)
 	// Paused returns the paused campaigns and until when.
 	Paused func() map[string]time.Time
+	// UpcomingHours, Answers and Lateness feed the charts (charts.go).
+	UpcomingHours func(ctx context.Context) (admin.UpcomingHours, error)
+	Answers       func(ctx context.Context) (admin.AnswerRates, error)
+	Lateness      func(ctx context.Context) ([]admin.LatenessMinute, error)
 	// RunNow produces a RunNow command for the user's task.
 	RunNow func(ctx context.Context, user, task string) error
 	// Pause pauses a campaign until the given instant, or ends its pause
@@ -151,6 +156,7 @@ type pageData struct {
 	Results     []*pb.CallResult
 	DeadLetters []reasonCount
 	Paused      []campaignPause
+	Charts      template.HTML
 	Actions     bool // run now
 	Pausing     bool // pause and resume
 	Refresh     bool
@@ -207,6 +213,7 @@ func (s Source) page(w http.ResponseWriter, r *http.Request) {
 			fail("upcoming", err)
 		}
 	}
+	d.Charts = s.charts(ctx, fail)
 	if s.Results != nil {
 		var err error
 		if d.Results, err = s.Results(ctx); err != nil {
