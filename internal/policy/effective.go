@@ -35,9 +35,11 @@ const (
 	ReasonBlackout        // the due time falls on a blackout date
 	ReasonCap             // the frequency cap is reached at the due time
 	ReasonPaused          // the campaign is paused at the due time (Rules.PausedUntil)
+	ReasonSpread          // the spread past a window's opening (only in Result.Steps)
 )
 
-// String is the reason's name as reports carry it: none, window, blackout, cap.
+// String is the reason's name as reports carry it: none, window, blackout,
+// cap, paused, spread.
 func (r Reason) String() string {
 	switch r {
 	case ReasonNone:
@@ -50,6 +52,8 @@ func (r Reason) String() string {
 		return "cap"
 	case ReasonPaused:
 		return "paused"
+	case ReasonSpread:
+		return "spread"
 	}
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
@@ -85,6 +89,19 @@ type Result struct {
 	Reason Reason
 	// Blackout names the blackout when Reason is ReasonBlackout.
 	Blackout string
+	// Steps are the moves from Due to At, in order, each by one rule: a
+	// pause, a closed window or blackout, the spread, the cap. None when At
+	// is Due.
+	Steps []Step
+}
+
+// Step is one move of a call's time by one rule of the policy, from From
+// to To.
+type Step struct {
+	Reason   Reason
+	From, To time.Time
+	// Blackout names a blackout date the move skipped (ReasonBlackout).
+	Blackout string
 }
 
 // Effective is where a call goes under the policy:
@@ -119,7 +136,9 @@ func (p *Policy) Effective(r Request) (Result, error) {
 	}
 	t := r.Due
 	paused := false
+	var steps []Step
 	if pu := c.rules.PausedUntil; pu != nil && pu.After(t) {
+		steps = append(steps, Step{Reason: ReasonPaused, From: t, To: *pu})
 		t, paused = *pu, true
 	}
 	dueOpen := false
@@ -131,21 +150,34 @@ func (p *Policy) Effective(r Request) (Result, error) {
 		if first {
 			dueOpen = s.Equal(r.Due)
 		}
+		if s.After(t) {
+			steps = append(steps, c.closedStep(r, t, s))
+		}
 		at := s
 		// A pause's end is spread like a window's opening.
 		if (s.After(t) || (first && paused)) && c.spread > 0 {
 			at = s.Add(spreadOffset(r.CallID, min(c.spread, e.Sub(s))))
+			if at.After(s) {
+				steps = append(steps, Step{Reason: ReasonSpread, From: s, To: at})
+			}
 		}
 		if c.cap.Calls > 0 && !capAllows(at, c.cap, others) {
-			if t = capNext(at, c.cap.Per, others); t.IsZero() {
+			next := capNext(at, c.cap.Per, others)
+			if next.IsZero() {
 				return Result{}, fmt.Errorf("policy: the cap refuses %s but no call is near it (a bug)", at.UTC().Format(time.RFC3339))
 			}
+			steps = append(steps, Step{Reason: ReasonCap, From: at, To: next})
+			t = next
 			continue
 		}
 		if paused {
-			return Result{At: at, Reason: ReasonPaused}, nil
+			return Result{At: at, Reason: ReasonPaused, Steps: steps}, nil
 		}
-		return c.result(r, at, dueOpen), nil
+		res := c.result(r, at, dueOpen)
+		if res.Reason != ReasonNone {
+			res.Steps = steps
+		}
+		return res, nil
 	}
 }
 
@@ -164,6 +196,23 @@ func (c *compiled) result(r Request, at time.Time, dueOpen bool) Result {
 		}
 	}
 	return Result{At: at, Reason: ReasonWindow}
+}
+
+// closedStep is the move from t to s, the first open instant after it:
+// by a blackout if a date it skips is blacked out for the recipient in one
+// of the zones, else by the open hours.
+func (c *compiled) closedStep(r Request, t, s time.Time) Step {
+	if len(c.blackouts) > 0 {
+		for _, z := range r.Zones {
+			last := calendar.DateOf(s, z)
+			for d := calendar.DateOf(t, z); d.Compare(last) <= 0; d = d.AddDays(1) {
+				if name, black := c.blackedOut(d, r.Region); black {
+					return Step{Reason: ReasonBlackout, From: t, To: s, Blackout: name}
+				}
+			}
+		}
+	}
+	return Step{Reason: ReasonWindow, From: t, To: s}
 }
 
 func zoneNames(zones []*time.Location) string {
