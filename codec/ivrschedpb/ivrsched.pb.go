@@ -358,7 +358,7 @@ func (x Suppression_Source) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Suppression_Source.Descriptor instead.
 func (Suppression_Source) EnumDescriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{25, 0}
+	return file_ivrsched_proto_rawDescGZIP(), []int{26, 0}
 }
 
 // Command is the scheduler's input on the `onboarding` topic. The Kafka key is
@@ -2169,7 +2169,7 @@ func (x *CallResult) GetRecipientZone() string {
 
 // ScheduleEvent reports what a command, the calling policy or retention did
 // to a user's follow-ups, on the `followup-events` topic, keyed by user id.
-// Next ID: 14
+// Next ID: 16
 type ScheduleEvent struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -2191,8 +2191,14 @@ type ScheduleEvent struct {
 	// For KIND_SUPPRESSED: the entry's added_at and until.
 	SuppressedAt    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=suppressed_at,json=suppressedAt,proto3" json:"suppressed_at,omitempty"`
 	SuppressedUntil *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=suppressed_until,json=suppressedUntil,proto3" json:"suppressed_until,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For KIND_DEFERRED and KIND_ADVANCED: how the calling policy moved the
+	// follow-up, one step per rule, in order, from the time asked for (or,
+	// when it was due already, the time it was placed again) to due_at; and
+	// the version of the policy that placed it ("" for none).
+	Steps         []*PolicyStep `protobuf:"bytes,14,rep,name=steps,proto3" json:"steps,omitempty"`
+	PolicyVersion string        `protobuf:"bytes,15,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleEvent) Reset() {
@@ -2316,6 +2322,94 @@ func (x *ScheduleEvent) GetSuppressedUntil() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ScheduleEvent) GetSteps() []*PolicyStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *ScheduleEvent) GetPolicyVersion() string {
+	if x != nil {
+		return x.PolicyVersion
+	}
+	return ""
+}
+
+// PolicyStep is one move of a follow-up's effective time by one rule of the
+// calling policy.
+// Next ID: 5
+type PolicyStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "window" (outside the open hours), "blackout" (the move skips a
+	// blackout date, named in blackout), "spread" (past a window's opening),
+	// "cap" (the frequency cap), "paused" (a campaign's pause).
+	Rule          string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	From          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Blackout      string                 `protobuf:"bytes,4,opt,name=blackout,proto3" json:"blackout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyStep) Reset() {
+	*x = PolicyStep{}
+	mi := &file_ivrsched_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyStep) ProtoMessage() {}
+
+func (x *PolicyStep) ProtoReflect() protoreflect.Message {
+	mi := &file_ivrsched_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyStep.ProtoReflect.Descriptor instead.
+func (*PolicyStep) Descriptor() ([]byte, []int) {
+	return file_ivrsched_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PolicyStep) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *PolicyStep) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *PolicyStep) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *PolicyStep) GetBlackout() string {
+	if x != nil {
+		return x.Blackout
+	}
+	return ""
+}
+
 // DialerState is the dialer's group table value, keyed by user id: the
 // calls being placed for the user and those recently placed, to drop
 // duplicates by call id.
@@ -2337,7 +2431,7 @@ type DialerState struct {
 
 func (x *DialerState) Reset() {
 	*x = DialerState{}
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2443,7 @@ func (x *DialerState) String() string {
 func (*DialerState) ProtoMessage() {}
 
 func (x *DialerState) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[20]
+	mi := &file_ivrsched_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2456,7 @@ func (x *DialerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialerState.ProtoReflect.Descriptor instead.
 func (*DialerState) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{20}
+	return file_ivrsched_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DialerState) GetCalls() []*DialRecord {
@@ -2410,7 +2504,7 @@ type DialRecord struct {
 
 func (x *DialRecord) Reset() {
 	*x = DialRecord{}
-	mi := &file_ivrsched_proto_msgTypes[21]
+	mi := &file_ivrsched_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2516,7 @@ func (x *DialRecord) String() string {
 func (*DialRecord) ProtoMessage() {}
 
 func (x *DialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[21]
+	mi := &file_ivrsched_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2529,7 @@ func (x *DialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialRecord.ProtoReflect.Descriptor instead.
 func (*DialRecord) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{21}
+	return file_ivrsched_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DialRecord) GetCallId() string {
@@ -2546,7 +2640,7 @@ type CallStatus struct {
 
 func (x *CallStatus) Reset() {
 	*x = CallStatus{}
-	mi := &file_ivrsched_proto_msgTypes[22]
+	mi := &file_ivrsched_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2652,7 @@ func (x *CallStatus) String() string {
 func (*CallStatus) ProtoMessage() {}
 
 func (x *CallStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[22]
+	mi := &file_ivrsched_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2665,7 @@ func (x *CallStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallStatus.ProtoReflect.Descriptor instead.
 func (*CallStatus) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{22}
+	return file_ivrsched_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CallStatus) GetCallId() string {
@@ -2687,7 +2781,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_ivrsched_proto_msgTypes[23]
+	mi := &file_ivrsched_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2699,7 +2793,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[23]
+	mi := &file_ivrsched_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2712,7 +2806,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{23}
+	return file_ivrsched_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeadLetter) GetReason() string {
@@ -2825,7 +2919,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_ivrsched_proto_msgTypes[24]
+	mi := &file_ivrsched_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2931,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[24]
+	mi := &file_ivrsched_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2944,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{24}
+	return file_ivrsched_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Header) GetKey() string {
@@ -2893,7 +2987,7 @@ type Suppression struct {
 
 func (x *Suppression) Reset() {
 	*x = Suppression{}
-	mi := &file_ivrsched_proto_msgTypes[25]
+	mi := &file_ivrsched_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +2999,7 @@ func (x *Suppression) String() string {
 func (*Suppression) ProtoMessage() {}
 
 func (x *Suppression) ProtoReflect() protoreflect.Message {
-	mi := &file_ivrsched_proto_msgTypes[25]
+	mi := &file_ivrsched_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3012,7 @@ func (x *Suppression) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suppression.ProtoReflect.Descriptor instead.
 func (*Suppression) Descriptor() ([]byte, []int) {
-	return file_ivrsched_proto_rawDescGZIP(), []int{25}
+	return file_ivrsched_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Suppression) GetReason() string {
@@ -3104,7 +3198,7 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x05final\x18\b \x01(\bR\x05final\x12(\n" +
 	"\x10provider_call_id\x18\t \x01(\tR\x0eproviderCallId\x12%\n" +
 	"\x0erecipient_zone\x18\n" +
-	" \x01(\tR\rrecipientZone\"\xd5\x06\n" +
+	" \x01(\tR\rrecipientZone\"\xab\a\n" +
 	"\rScheduleEvent\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
@@ -3119,7 +3213,9 @@ const file_ivrsched_proto_rawDesc = "" +
 	" \x01(\tR\bblackout\x12#\n" +
 	"\rforget_offset\x18\v \x01(\x03R\fforgetOffset\x12?\n" +
 	"\rsuppressed_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\fsuppressedAt\x12E\n" +
-	"\x10suppressed_until\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0fsuppressedUntil\"\xac\x02\n" +
+	"\x10suppressed_until\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0fsuppressedUntil\x12-\n" +
+	"\x05steps\x18\x0e \x03(\v2\x17.ivrsched.v1.PolicyStepR\x05steps\x12%\n" +
+	"\x0epolicy_version\x18\x0f \x01(\tR\rpolicyVersion\"\xac\x02\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x01\x12\x14\n" +
@@ -3137,7 +3233,13 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\fKIND_TOO_OLD\x10\v\x12\x11\n" +
 	"\rKIND_ADVANCED\x10\x14\x12\x10\n" +
 	"\fKIND_RUN_NOW\x10\r\x12\x13\n" +
-	"\x0fKIND_SUPPRESSED\x10\x15\"o\n" +
+	"\x0fKIND_SUPPRESSED\x10\x15\"\x98\x01\n" +
+	"\n" +
+	"PolicyStep\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x12\x1a\n" +
+	"\bblackout\x18\x04 \x01(\tR\bblackout\"o\n" +
 	"\vDialerState\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.ivrsched.v1.DialRecordR\x05calls\x121\n" +
 	"\tin_flight\x18\x02 \x03(\v2\x14.ivrsched.v1.IVRCallR\binFlight\"\xf9\x02\n" +
@@ -3231,7 +3333,7 @@ func file_ivrsched_proto_rawDescGZIP() []byte {
 }
 
 var file_ivrsched_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_ivrsched_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_ivrsched_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: ivrsched.v1.Outcome
 	(Wake_Kind)(0),                // 1: ivrsched.v1.Wake.Kind
@@ -3257,14 +3359,15 @@ var file_ivrsched_proto_goTypes = []any{
 	(*IVRCall)(nil),               // 21: ivrsched.v1.IVRCall
 	(*CallResult)(nil),            // 22: ivrsched.v1.CallResult
 	(*ScheduleEvent)(nil),         // 23: ivrsched.v1.ScheduleEvent
-	(*DialerState)(nil),           // 24: ivrsched.v1.DialerState
-	(*DialRecord)(nil),            // 25: ivrsched.v1.DialRecord
-	(*CallStatus)(nil),            // 26: ivrsched.v1.CallStatus
-	(*DeadLetter)(nil),            // 27: ivrsched.v1.DeadLetter
-	(*Header)(nil),                // 28: ivrsched.v1.Header
-	(*Suppression)(nil),           // 29: ivrsched.v1.Suppression
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(*PolicyStep)(nil),            // 24: ivrsched.v1.PolicyStep
+	(*DialerState)(nil),           // 25: ivrsched.v1.DialerState
+	(*DialRecord)(nil),            // 26: ivrsched.v1.DialRecord
+	(*CallStatus)(nil),            // 27: ivrsched.v1.CallStatus
+	(*DeadLetter)(nil),            // 28: ivrsched.v1.DeadLetter
+	(*Header)(nil),                // 29: ivrsched.v1.Header
+	(*Suppression)(nil),           // 30: ivrsched.v1.Suppression
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
 }
 var file_ivrsched_proto_depIdxs = []int32{
 	5,  // 0: ivrsched.v1.Command.onboard:type_name -> ivrsched.v1.Onboard
@@ -3273,70 +3376,73 @@ var file_ivrsched_proto_depIdxs = []int32{
 	10, // 3: ivrsched.v1.Command.forget:type_name -> ivrsched.v1.Forget
 	11, // 4: ivrsched.v1.Command.call_ended:type_name -> ivrsched.v1.CallEnded
 	12, // 5: ivrsched.v1.Command.run_now:type_name -> ivrsched.v1.RunNow
-	30, // 6: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
-	30, // 7: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
+	31, // 6: ivrsched.v1.Command.requested_at:type_name -> google.protobuf.Timestamp
+	31, // 7: ivrsched.v1.Onboard.onboarded_at:type_name -> google.protobuf.Timestamp
 	6,  // 8: ivrsched.v1.Onboard.follow_ups:type_name -> ivrsched.v1.FollowUp
-	31, // 9: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
-	30, // 10: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
+	32, // 9: ivrsched.v1.FollowUp.delay:type_name -> google.protobuf.Duration
+	31, // 10: ivrsched.v1.FollowUp.due_at:type_name -> google.protobuf.Timestamp
 	8,  // 11: ivrsched.v1.FollowUp.action:type_name -> ivrsched.v1.Action
 	7,  // 12: ivrsched.v1.FollowUp.repeat:type_name -> ivrsched.v1.Repeat
-	30, // 13: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
+	31, // 13: ivrsched.v1.Repeat.until:type_name -> google.protobuf.Timestamp
 	0,  // 14: ivrsched.v1.CallEnded.outcome:type_name -> ivrsched.v1.Outcome
-	31, // 15: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
-	30, // 16: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
-	30, // 17: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
+	32, // 15: ivrsched.v1.Reschedule.delay:type_name -> google.protobuf.Duration
+	31, // 16: ivrsched.v1.Reschedule.due_at:type_name -> google.protobuf.Timestamp
+	31, // 17: ivrsched.v1.UserState.onboarded_at:type_name -> google.protobuf.Timestamp
 	17, // 18: ivrsched.v1.UserState.pending:type_name -> ivrsched.v1.Task
 	18, // 19: ivrsched.v1.UserState.fired:type_name -> ivrsched.v1.FiredTask
 	16, // 20: ivrsched.v1.UserState.fired_through:type_name -> ivrsched.v1.FiredThrough
-	30, // 21: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
-	30, // 22: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
+	31, // 21: ivrsched.v1.UserState.updated_at:type_name -> google.protobuf.Timestamp
+	31, // 22: ivrsched.v1.Position.due_at:type_name -> google.protobuf.Timestamp
 	15, // 23: ivrsched.v1.FiredThrough.through:type_name -> ivrsched.v1.Position
 	15, // 24: ivrsched.v1.FiredThrough.staged:type_name -> ivrsched.v1.Position
-	30, // 25: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
+	31, // 25: ivrsched.v1.FiredThrough.staged_at:type_name -> google.protobuf.Timestamp
 	15, // 26: ivrsched.v1.FiredThrough.checkpoint:type_name -> ivrsched.v1.Position
-	30, // 27: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
+	31, // 27: ivrsched.v1.Task.due_at:type_name -> google.protobuf.Timestamp
 	8,  // 28: ivrsched.v1.Task.action:type_name -> ivrsched.v1.Action
-	30, // 29: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
+	31, // 29: ivrsched.v1.Task.requested_at:type_name -> google.protobuf.Timestamp
 	7,  // 30: ivrsched.v1.Task.repeat:type_name -> ivrsched.v1.Repeat
-	30, // 31: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
+	31, // 31: ivrsched.v1.Task.series_start:type_name -> google.protobuf.Timestamp
 	0,  // 32: ivrsched.v1.Task.outcome:type_name -> ivrsched.v1.Outcome
-	30, // 33: ivrsched.v1.Task.first_requested_at:type_name -> google.protobuf.Timestamp
+	31, // 33: ivrsched.v1.Task.first_requested_at:type_name -> google.protobuf.Timestamp
 	17, // 34: ivrsched.v1.FiredTask.task:type_name -> ivrsched.v1.Task
-	30, // 35: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
-	30, // 36: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
+	31, // 35: ivrsched.v1.FiredTask.fired_at:type_name -> google.protobuf.Timestamp
+	31, // 36: ivrsched.v1.Tick.sent_at:type_name -> google.protobuf.Timestamp
 	15, // 37: ivrsched.v1.Tick.fired_through:type_name -> ivrsched.v1.Position
 	1,  // 38: ivrsched.v1.Wake.kind:type_name -> ivrsched.v1.Wake.Kind
-	30, // 39: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
-	30, // 40: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
-	30, // 41: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
-	30, // 42: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
+	31, // 39: ivrsched.v1.Wake.due_at:type_name -> google.protobuf.Timestamp
+	31, // 40: ivrsched.v1.Wake.at:type_name -> google.protobuf.Timestamp
+	31, // 41: ivrsched.v1.IVRCall.due_at:type_name -> google.protobuf.Timestamp
+	31, // 42: ivrsched.v1.IVRCall.fired_at:type_name -> google.protobuf.Timestamp
 	8,  // 43: ivrsched.v1.IVRCall.action:type_name -> ivrsched.v1.Action
-	30, // 44: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
+	31, // 44: ivrsched.v1.IVRCall.onboarded_at:type_name -> google.protobuf.Timestamp
 	0,  // 45: ivrsched.v1.CallResult.outcome:type_name -> ivrsched.v1.Outcome
-	30, // 46: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
+	31, // 46: ivrsched.v1.CallResult.at:type_name -> google.protobuf.Timestamp
 	2,  // 47: ivrsched.v1.ScheduleEvent.kind:type_name -> ivrsched.v1.ScheduleEvent.Kind
-	30, // 48: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
-	30, // 49: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
-	30, // 50: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
-	30, // 51: ivrsched.v1.ScheduleEvent.suppressed_at:type_name -> google.protobuf.Timestamp
-	30, // 52: ivrsched.v1.ScheduleEvent.suppressed_until:type_name -> google.protobuf.Timestamp
-	25, // 53: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
-	21, // 54: ivrsched.v1.DialerState.in_flight:type_name -> ivrsched.v1.IVRCall
-	0,  // 55: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
-	30, // 56: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
-	0,  // 57: ivrsched.v1.CallStatus.outcome:type_name -> ivrsched.v1.Outcome
-	30, // 58: ivrsched.v1.CallStatus.at:type_name -> google.protobuf.Timestamp
-	30, // 59: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
-	28, // 60: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
-	30, // 61: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	30, // 62: ivrsched.v1.Suppression.added_at:type_name -> google.protobuf.Timestamp
-	30, // 63: ivrsched.v1.Suppression.until:type_name -> google.protobuf.Timestamp
-	3,  // 64: ivrsched.v1.Suppression.source:type_name -> ivrsched.v1.Suppression.Source
-	65, // [65:65] is the sub-list for method output_type
-	65, // [65:65] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	31, // 48: ivrsched.v1.ScheduleEvent.due_at:type_name -> google.protobuf.Timestamp
+	31, // 49: ivrsched.v1.ScheduleEvent.at:type_name -> google.protobuf.Timestamp
+	31, // 50: ivrsched.v1.ScheduleEvent.requested_at:type_name -> google.protobuf.Timestamp
+	31, // 51: ivrsched.v1.ScheduleEvent.suppressed_at:type_name -> google.protobuf.Timestamp
+	31, // 52: ivrsched.v1.ScheduleEvent.suppressed_until:type_name -> google.protobuf.Timestamp
+	24, // 53: ivrsched.v1.ScheduleEvent.steps:type_name -> ivrsched.v1.PolicyStep
+	31, // 54: ivrsched.v1.PolicyStep.from:type_name -> google.protobuf.Timestamp
+	31, // 55: ivrsched.v1.PolicyStep.to:type_name -> google.protobuf.Timestamp
+	26, // 56: ivrsched.v1.DialerState.calls:type_name -> ivrsched.v1.DialRecord
+	21, // 57: ivrsched.v1.DialerState.in_flight:type_name -> ivrsched.v1.IVRCall
+	0,  // 58: ivrsched.v1.DialRecord.outcome:type_name -> ivrsched.v1.Outcome
+	31, // 59: ivrsched.v1.DialRecord.at:type_name -> google.protobuf.Timestamp
+	0,  // 60: ivrsched.v1.CallStatus.outcome:type_name -> ivrsched.v1.Outcome
+	31, // 61: ivrsched.v1.CallStatus.at:type_name -> google.protobuf.Timestamp
+	31, // 62: ivrsched.v1.DeadLetter.source_timestamp:type_name -> google.protobuf.Timestamp
+	29, // 63: ivrsched.v1.DeadLetter.headers:type_name -> ivrsched.v1.Header
+	31, // 64: ivrsched.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	31, // 65: ivrsched.v1.Suppression.added_at:type_name -> google.protobuf.Timestamp
+	31, // 66: ivrsched.v1.Suppression.until:type_name -> google.protobuf.Timestamp
+	3,  // 67: ivrsched.v1.Suppression.source:type_name -> ivrsched.v1.Suppression.Source
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_ivrsched_proto_init() }
@@ -3366,7 +3472,7 @@ func file_ivrsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ivrsched_proto_rawDesc), len(file_ivrsched_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -230,18 +230,22 @@ func (s *Scheduler) onboard(ctx goka.Context, st *pb.UserState, o *pb.Onboard, c
 		}
 	}
 	pol := s.policyNow()
-	var deferred []*pb.Task
+	type deferral struct {
+		t     *pb.Task
+		steps []*pb.PolicyStep
+	}
+	var deferred []deferral
 	if !first && zoneKey(st) != zonesBefore { // the windows are read elsewhere now
 		for _, t := range st.Pending {
 			if t.GetHeld() {
 				continue
 			}
-			moved, err := s.applyPolicy(pol, st, t, issued)
+			moved, steps, err := s.applyPolicy(pol, st, t, issued)
 			if err != nil {
 				return err
 			}
 			if moved {
-				deferred = append(deferred, t)
+				deferred = append(deferred, deferral{t, steps})
 			}
 		}
 	}
@@ -254,12 +258,12 @@ func (s *Scheduler) onboard(ctx goka.Context, st *pb.UserState, o *pb.Onboard, c
 		}
 		// In command order: the frequency cap counts the follow-ups placed
 		// before this one.
-		moved, err := s.applyPolicy(pol, st, t, issued)
+		moved, steps, err := s.applyPolicy(pol, st, t, issued)
 		if err != nil {
 			return err
 		}
 		if moved {
-			deferred = append(deferred, t)
+			deferred = append(deferred, deferral{t, steps})
 		}
 		st.Pending = ix.upsert(st.Pending, t)
 		s.Stats.Scheduled.Add(1)
@@ -271,8 +275,8 @@ func (s *Scheduler) onboard(ctx goka.Context, st *pb.UserState, o *pb.Onboard, c
 		return err // before anything is reported or fired
 	}
 	sortPending(st.Pending)
-	for _, t := range deferred {
-		s.reportDeferred(ctx, t)
+	for _, d := range deferred {
+		s.reportDeferred(ctx, d.t, d.steps)
 	}
 	return nil
 }
@@ -346,14 +350,14 @@ func (s *Scheduler) reschedule(ctx goka.Context, st *pb.UserState, r *pb.Resched
 		if t.GetRepeat() != nil && t.GetOccurrence() <= 1 {
 			t.SeriesStart = due // the series starts at its first occurrence
 		}
-		deferred, err := s.applyPolicy(s.policyNow(), st, t, issued)
+		deferred, steps, err := s.applyPolicy(s.policyNow(), st, t, issued)
 		if err != nil {
 			return false, err // the command is dead-lettered; the value is not written
 		}
 		sortPending(st.Pending)
 		s.event(ctx, pb.ScheduleEvent_KIND_RESCHEDULED, t.GetTaskId(), t.GetRequestedAt(), "", "")
 		if deferred {
-			s.reportDeferred(ctx, t)
+			s.reportDeferred(ctx, t, steps)
 		}
 		s.Stats.Rescheduled.Add(1)
 		return true, nil

@@ -120,15 +120,15 @@ func effective(p *policy.Policy, st *pb.UserState, t *pb.Task, from time.Time) (
 
 // applyPolicy sets task t's effective time under policy p, from its
 // requested time (see effective). It reports whether the policy moved the
-// follow-up to a new time, for reportDeferred. An error is a
-// *RejectError.
-func (s *Scheduler) applyPolicy(p *policy.Policy, st *pb.UserState, t *pb.Task, from time.Time) (deferred bool, err error) {
+// follow-up to a new time, for reportDeferred, and the policy's steps
+// (the rules that moved it, for the report). An error is a *RejectError.
+func (s *Scheduler) applyPolicy(p *policy.Policy, st *pb.UserState, t *pb.Task, from time.Time) (deferred bool, steps []*pb.PolicyStep, err error) {
 	if t.GetRequestedAt() == nil {
 		t.RequestedAt = t.GetDueAt()
 	}
 	r, err := effective(p, st, t, from)
 	if err != nil {
-		return false, policyReject(t, err)
+		return false, nil, policyReject(t, err)
 	}
 	moved := !r.At.Equal(t.GetDueAt().AsTime())
 	t.PolicyVersion = version(p)
@@ -139,12 +139,24 @@ func (s *Scheduler) applyPolicy(p *policy.Policy, st *pb.UserState, t *pb.Task, 
 	if moved {
 		t.DueAt = timestamppb.New(r.At)
 	}
-	return moved && t.Deferred != "", nil
+	return moved && t.Deferred != "", policySteps(r.Steps), nil
 }
 
-// reportDeferred reports a follow-up the policy moved on followup-events
-// (ctx nil: only counts it).
-func (s *Scheduler) reportDeferred(ctx goka.Context, t *pb.Task) {
+// policySteps are the policy's steps as reports carry them.
+func policySteps(steps []policy.Step) []*pb.PolicyStep {
+	if len(steps) == 0 {
+		return nil
+	}
+	out := make([]*pb.PolicyStep, len(steps))
+	for i, st := range steps {
+		out[i] = &pb.PolicyStep{Rule: st.Reason.String(), From: timestamppb.New(st.From), To: timestamppb.New(st.To), Blackout: st.Blackout}
+	}
+	return out
+}
+
+// reportDeferred reports a follow-up the policy moved on followup-events,
+// with the steps that moved it (ctx nil: only counts it).
+func (s *Scheduler) reportDeferred(ctx goka.Context, t *pb.Task, steps []*pb.PolicyStep) {
 	s.Stats.Deferred.Add(1)
 	if ctx == nil {
 		return
@@ -152,18 +164,18 @@ func (s *Scheduler) reportDeferred(ctx goka.Context, t *pb.Task) {
 	ctx.Emit(s.cfg.Topics.Events, ctx.Key(), &pb.ScheduleEvent{
 		UserId: ctx.Key(), TaskId: t.GetTaskId(), Kind: pb.ScheduleEvent_KIND_DEFERRED,
 		RequestedAt: t.GetRequestedAt(), DueAt: t.GetDueAt(), Reason: t.GetDeferred(), Blackout: t.GetBlackout(),
-		At: timestamppb.New(s.cfg.Clock.Now()), Detail: deferDetail(t),
+		At: timestamppb.New(s.cfg.Clock.Now()), Detail: deferDetail(t), Steps: steps, PolicyVersion: t.GetPolicyVersion(),
 	})
 }
 
 // reportAdvanced reports a deferred follow-up that the policy in force
-// moved earlier (KIND_ADVANCED).
-func (s *Scheduler) reportAdvanced(ctx goka.Context, t *pb.Task) {
+// moved earlier (KIND_ADVANCED), with the steps that still move it.
+func (s *Scheduler) reportAdvanced(ctx goka.Context, t *pb.Task, steps []*pb.PolicyStep) {
 	s.Stats.Advanced.Add(1)
 	ctx.Emit(s.cfg.Topics.Events, ctx.Key(), &pb.ScheduleEvent{
 		UserId: ctx.Key(), TaskId: t.GetTaskId(), Kind: pb.ScheduleEvent_KIND_ADVANCED,
 		RequestedAt: t.GetRequestedAt(), DueAt: t.GetDueAt(), Reason: t.GetDeferred(), Blackout: t.GetBlackout(),
-		At: timestamppb.New(s.cfg.Clock.Now()), Detail: deferDetail(t),
+		At: timestamppb.New(s.cfg.Clock.Now()), Detail: deferDetail(t), Steps: steps, PolicyVersion: t.GetPolicyVersion(),
 	})
 }
 

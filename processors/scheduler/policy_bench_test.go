@@ -29,7 +29,7 @@ func BenchmarkApplyPolicy(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				t := &pb.Task{TaskId: "a", DueAt: due, Attempt: 1}
-				if _, err := s.applyPolicy(c.pol, st, t, from); err != nil {
+				if _, _, err := s.applyPolicy(c.pol, st, t, from); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -62,7 +62,7 @@ func (s *Scheduler) successor(ctx goka.Context, st *pb.UserState, f *pb.FiredTas
 		TaskId: t.GetTaskId(), DueAt: due, RequestedAt: due, Action: t.GetAction(), Payload: t.GetPayload(), Attempt: 1,
 		Repeat: t.GetRepeat(), Occurrence: uint32(n), SeriesStart: timestamppb.New(first),
 	}
-	deferred, err := s.applyPolicy(s.policyNow(), st, next, after)
+	deferred, steps, err := s.applyPolicy(s.policyNow(), st, next, after)
 	if err != nil {
 		if ctx != nil {
 			s.dropTask(ctx, next, err)
@@ -70,7 +70,7 @@ func (s *Scheduler) successor(ctx goka.Context, st *pb.UserState, f *pb.FiredTas
 		return nil
 	}
 	if deferred && ctx != nil {
-		s.reportDeferred(ctx, next)
+		s.reportDeferred(ctx, next, steps)
 	}
 	return next
 }

@@ -106,7 +106,7 @@ func (s *Scheduler) retry(ctx goka.Context, st *pb.UserState, t *pb.Task, e *pb.
 		TaskId: t.GetTaskId(), DueAt: timestamppb.New(at), RequestedAt: timestamppb.New(at), Action: t.GetAction(), Payload: t.GetPayload(),
 		Attempt: t.GetAttempt() + 1, FirstRequestedAt: timestamppb.New(first),
 	}
-	deferred, err := s.applyPolicy(pol, st, next, issued)
+	deferred, steps, err := s.applyPolicy(pol, st, next, issued)
 	if err != nil {
 		s.dropTask(ctx, next, err)
 		final(pb.ScheduleEvent_KIND_EXHAUSTED, "no_opening", "the calling policy allows no call for a retry")
@@ -126,7 +126,7 @@ func (s *Scheduler) retry(ctx goka.Context, st *pb.UserState, t *pb.Task, e *pb.
 		Detail: fmt.Sprintf("attempt %d ended %s; attempt %d requested %s", t.GetAttempt(), outcomeName(e.GetOutcome()), next.GetAttempt(), at.UTC().Format(time.RFC3339Nano)),
 	})
 	if deferred {
-		s.reportDeferred(ctx, next)
+		s.reportDeferred(ctx, next, steps)
 	}
 	return nil
 }

@@ -73,13 +73,13 @@ func (s *Scheduler) settleFire(ctx goka.Context, st *pb.UserState) bool {
 	// that is still at or before the mark.
 	place := func(t *pb.Task) {
 		if !mayFire(pol, st, t) {
-			deferred, err := s.applyPolicy(pol, st, t, now)
+			deferred, steps, err := s.applyPolicy(pol, st, t, now)
 			if err != nil {
 				s.dropTask(ctx, t, err)
 				return
 			}
 			if deferred {
-				s.reportDeferred(ctx, t)
+				s.reportDeferred(ctx, t, steps)
 			}
 			if t.GetDueAt().AsTime().After(now) {
 				t.Held = mark != nil && mark.Fired(taskPos(ctx.Key(), t))

@@ -63,7 +63,7 @@ func (s *Scheduler) wakeParked(ctx goka.Context, st *pb.UserState, w *pb.Wake) {
 			continue
 		}
 		was := t.GetDueAt().AsTime()
-		deferred, err := s.applyPolicy(s.policyNow(), st, t, w.GetAt().AsTime())
+		deferred, steps, err := s.applyPolicy(s.policyNow(), st, t, w.GetAt().AsTime())
 		if err != nil {
 			st.Pending = append(st.Pending[:i:i], st.Pending[i+1:]...)
 			s.dropTask(ctx, t, err)
@@ -71,9 +71,9 @@ func (s *Scheduler) wakeParked(ctx goka.Context, st *pb.UserState, w *pb.Wake) {
 		}
 		switch {
 		case t.GetDueAt().AsTime().Before(was):
-			s.reportAdvanced(ctx, t)
+			s.reportAdvanced(ctx, t, steps)
 		case deferred:
-			s.reportDeferred(ctx, t)
+			s.reportDeferred(ctx, t, steps)
 		}
 		sortPending(st.Pending)
 		return
