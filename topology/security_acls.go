@@ -40,9 +40,11 @@ const (
 //     DescribeConfigs on the compacted ones. Creating a missing topic
 //     needs Create, which is left to whoever creates the topics.
 //   - The admin listener's page, which either role may serve: it reads the
-//     results and both dead-letter topics, finds the instances through
-//     both groups' members (Describe), and its actions write onboarding
-//     (run now) and the policy topic (pause, resume). Writing the
+//     results and both dead-letter topics, and for a user's decision trail
+//     (/api/explain) onboarding, followup-events and ivr-calls too; it
+//     finds the instances through both groups' members (Describe), and
+//     its actions write onboarding (run now) and the policy topic (pause,
+//     resume). Writing the
 //     suppression topic is left to `ivrsched suppress` (an operator's
 //     principal) and to producers allowed to add entries.
 func (t Topics) RoleACLs(role string) []ACL {
@@ -82,7 +84,10 @@ func (t Topics) RoleACLs(role string) []ACL {
 			topic(s.Name, "DescribeConfigs")
 		}
 	}
-	// The admin listener's page.
+	// The admin listener's page and /api/explain.
+	topic(string(t.Onboarding), "Read")
+	topic(string(t.Events), "Read")
+	topic(string(t.Calls), "Read")
 	topic(string(t.Results), "Read")
 	topic(string(t.SchedulerDLQ), "Read")
 	topic(string(t.DialerDLQ), "Read")

@@ -11,6 +11,7 @@
 //	ivrsched policy       set or show the calling policy (policy set -f FILE, policy show)
 //	ivrsched dlq          list or replay dead letters (dlq list, dlq replay)
 //	ivrsched show         a user's follow-ups and recent calls (admin API)
+//	ivrsched explain      why a user was called when, or not at all
 //	ivrsched upcoming     the next due follow-ups across all partitions (admin API)
 //	ivrsched run-now      fire a pending follow-up now
 //	ivrsched pause        pause a campaign (resume ends it)
@@ -47,6 +48,7 @@ var commands = []command{
 	{"policy", "set (policy set -f FILE) or show (policy show) the calling policy of every scheduler", cmdPolicy},
 	{"dlq", "list (dlq list) or replay (dlq replay) the dead letters, by reason and time", cmdDLQ},
 	{"show", "a user's follow-ups (requested and effective times) and recent calls", cmdShow},
+	{"explain", "why a user was called when, or not: each follow-up's decision trail", cmdExplain},
 	{"upcoming", "the next due follow-ups across all partitions, from the due indexes", cmdUpcoming},
 	{"run-now", "fire a pending follow-up of a user now (a command through the scheduler)", cmdRunNow},
 	{"pause", "pause a campaign's calls for --for (part of the calling policy)", cmdPause},
@@ -94,6 +96,6 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, upcoming, run-now, pause, resume, suppress)\n", args[0])
+	fmt.Fprintf(stderr, "ivrsched: unknown command %q (want one of run, scheduler, dialer, onboard, cancel, reschedule, forget, calls, policy, dlq, show, explain, upcoming, run-now, pause, resume, suppress)\n", args[0])
 	return 2
 }

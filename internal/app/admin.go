@@ -99,6 +99,7 @@ func mountAdmin(r *mux.Router, cfg Config, run *Running, roles []*role) {
 		settle = run.Scheduler.Settled
 	}
 	r.PathPrefix("/admin/user/").HandlerFunc(userHandler(get, parts, settle, cfg.AdminToken != ""))
+	r.Handle("/api/explain", admin.ExplainHandler(adminClient(cfg), cfg.now))
 }
 
 // userHandler answers /admin/user/<id> from the tables of the roles in get

@@ -16,19 +16,24 @@ import (
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/admin"
 	"github.com/ivrsched/ivrsched/internal/deadletter"
+	"github.com/ivrsched/ivrsched/internal/explain"
 	"github.com/ivrsched/ivrsched/internal/webui"
 )
 
 // mountUI serves ivrsched's own web page (package webui) at /ui/; its
 // actions' wrong tokens count in attempts.
 func mountUI(r *mux.Router, cfg Config, run *Running, attempts *admin.Attempts) {
-	client := &admin.Client{Kafka: cfg.Kafka, Topics: cfg.Topics, Token: cfg.AdminToken, Peers: cfg.AdminPeers}
+	client := adminClient(cfg)
 	src := webui.Source{
 		Upcoming: func(ctx context.Context) ([]admin.Upcoming, error) {
 			up, _, err := client.Upcoming(ctx, admin.UpcomingQuery{Limit: 20}, nil)
 			return up, err
 		},
-		User:        client.User,
+		User: client.User,
+		Explain: func(ctx context.Context, id string) (explain.Trail, error) {
+			now := cfg.now() // the page reads a day; explain --since reads further
+			return client.Explain(ctx, id, now.Add(-24*time.Hour), now, nil)
+		},
 		Results:     func(ctx context.Context) ([]*pb.CallResult, error) { return recentResults(ctx, cfg, 20) },
 		DeadLetters: newDeadLetterCache(func(ctx context.Context) (map[string]int, error) { return deadLetterCounts(ctx, cfg, 24*time.Hour) }, cfg.Clock).get,
 		RunNow: func(ctx context.Context, user, task string) error {
@@ -72,6 +77,12 @@ func mountUI(r *mux.Router, cfg Config, run *Running, attempts *admin.Attempts) 
 		}
 	}
 	r.PathPrefix("/ui/").Handler(webui.Handler(src))
+}
+
+// adminClient is the client of the deployment's instances that this
+// process's page and admin API use.
+func adminClient(cfg Config) *admin.Client {
+	return &admin.Client{Kafka: cfg.Kafka, Topics: cfg.Topics, Token: cfg.AdminToken, Peers: cfg.AdminPeers}
 }
 
 // recentResults reads the last few results of each partition of the

@@ -28,14 +28,18 @@ import (
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/admin"
+	"github.com/ivrsched/ivrsched/internal/explain"
 	"github.com/ivrsched/ivrsched/internal/redact"
 )
 
 // Source is what the page shows and does. Every function may be nil (that
 // section is left out) and is called from the HTTP server's goroutines.
 type Source struct {
-	Upcoming    func(ctx context.Context) ([]admin.Upcoming, error)
-	User        func(ctx context.Context, id string) (admin.UserView, error)
+	Upcoming func(ctx context.Context) ([]admin.Upcoming, error)
+	User     func(ctx context.Context, id string) (admin.UserView, error)
+	// Explain builds the user's decision trail (admin.Client.Explain), in
+	// at most 10 s.
+	Explain     func(ctx context.Context, id string) (explain.Trail, error)
 	Results     func(ctx context.Context) ([]*pb.CallResult, error)
 	DeadLetters func(ctx context.Context) (map[string]int, error)
 	// Paused returns the paused campaigns and until when.
@@ -146,6 +150,8 @@ type userData struct {
 	Calls     []*pb.DialRecord
 	// Why the scheduler's or the dialer's stored value does not decode.
 	SchedulerUnreadable, DialerUnreadable string
+	// Trail is the user's decision trail (nil: not built).
+	Trail *explain.Trail
 }
 
 type pageData struct {
@@ -196,6 +202,16 @@ func (s Source) page(w http.ResponseWriter, r *http.Request) {
 			}
 			u.Calls = append(u.Calls, u.Dialer.GetCalls()...)
 			sort.SliceStable(u.Calls, func(i, j int) bool { return u.Calls[i].GetAt().AsTime().After(u.Calls[j].GetAt().AsTime()) })
+		}
+		if s.Explain != nil {
+			ectx, cancel := context.WithTimeout(ctx, 10*time.Second) // leaves the rest of the page time
+			tr, err := s.Explain(ectx, id)
+			cancel()
+			if err != nil {
+				fail("decision trail", err)
+			} else {
+				u.Trail = &tr
+			}
 		}
 		if u.Waiting != "" { // refresh until the call run now shows
 			d.Refresh = true
