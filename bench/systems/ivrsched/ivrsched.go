@@ -258,7 +258,8 @@ func (s *System) awaitTopics(ctx context.Context) error {
 			if s.mode == SchedulerOnly {
 				last = s.topics.Calls
 			}
-			if slices.Contains(topics, string(last)) && slices.Contains(topics, string(s.topics.Onboarding)) {
+			if slices.Contains(topics, string(last)) && slices.Contains(topics, string(s.topics.Onboarding)) &&
+				(s.suppressions == 0 || slices.Contains(topics, string(s.topics.Suppressions))) {
 				return nil
 			}
 		}

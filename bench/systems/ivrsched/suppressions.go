@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -76,13 +77,18 @@ func (s *System) fillSuppressions(ctx context.Context) error {
 // awaitReady polls /readyz until it answers 200.
 func (s *System) awaitReady(ctx context.Context, within time.Duration) error {
 	deadline := time.Now().Add(within)
+	last := ""
 	for {
 		resp, err := http.Get("http://" + s.web + "/readyz")
 		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		} else {
+			last = err.Error()
 		}
 		for _, p := range s.procs {
 			select {
@@ -92,7 +98,7 @@ func (s *System) awaitReady(ctx context.Context, within time.Duration) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not ready within %v of its restart", s.name, within)
+			return fmt.Errorf("%s: not ready within %v of its restart (/readyz: %s)", s.name, within, last)
 		}
 		select {
 		case <-ctx.Done():
