@@ -77,22 +77,32 @@ type Callback struct {
 	provider.CallbackEndpoint
 }
 
-func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// verified reads a POSTed form of at most 64 KiB sent to path and checks
+// Twilio's signature of it; it answers the request itself and returns
+// false when either fails.
+func (c *Callback) verified(w http.ResponseWriter, r *http.Request, path, wrongMethod string) bool {
 	if r.Method != http.MethodPost {
-		http.Error(w, "POST a signed status", http.StatusMethodNotAllowed)
-		return
+		http.Error(w, wrongMethod, http.StatusMethodNotAllowed)
+		return false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "unreadable form", http.StatusBadRequest)
-		return
+		return false
 	}
-	full := strings.TrimRight(c.PublicURL, "/") + CallbackPath
+	full := strings.TrimRight(c.PublicURL, "/") + path
 	if r.URL.RawQuery != "" {
 		full += "?" + r.URL.RawQuery
 	}
 	if !signed(c.AuthToken, full, r.PostForm, r.Header.Get(SignatureHeader)) {
 		c.Refuse(w, r, "invalid or missing signature")
+		return false
+	}
+	return true
+}
+
+func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !c.verified(w, r, CallbackPath, "POST a signed status") {
 		return
 	}
 	maxAge := c.MaxAge

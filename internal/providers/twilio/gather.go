@@ -44,21 +44,7 @@ const DefaultOptOutSay = "You will not be called again. Goodbye."
 func (c *Callback) Gather() http.Handler { return http.HandlerFunc(c.serveGather) }
 
 func (c *Callback) serveGather(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "POST a signed Gather result", http.StatusMethodNotAllowed)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "unreadable form", http.StatusBadRequest)
-		return
-	}
-	full := strings.TrimRight(c.PublicURL, "/") + GatherPath
-	if r.URL.RawQuery != "" {
-		full += "?" + r.URL.RawQuery
-	}
-	if !signed(c.AuthToken, full, r.PostForm, r.Header.Get(SignatureHeader)) {
-		c.Refuse(w, r, "invalid or missing signature")
+	if !c.verified(w, r, GatherPath, "POST a signed Gather result") {
 		return
 	}
 	q := r.URL.Query()
