@@ -84,12 +84,6 @@
 //     fetches about once per FetchWait
 //     (TestFetchReturnsWhenAnyPartitionHasARecord; issue 32).
 //
-// Metrics:
-//   - Sarama takes every meter, counter and histogram it updates (per
-//     request, broker and topic) from its configuration's MetricRegistry;
-//     Kafka.Sarama gives it one whose metrics keep nothing, since nothing
-//     reads them (nometrics.go; TestSaramaKeepsNoMetrics; issue 32).
-//
 // Restore:
 //   - Goka calls MarkRecovered once a partition's restore reached the
 //     high-water mark it read when it began, after Set and SetOffset of

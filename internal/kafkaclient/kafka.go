@@ -107,7 +107,6 @@ func splitHostPort(addr string) (string, int, error) {
 func (k Kafka) Sarama() *sarama.Config {
 	c := sarama.NewConfig()
 	c.Version = sarama.V3_6_0_0
-	c.MetricRegistry = newNoMetrics() // Sarama's own metrics: read by nothing, updated per request
 	if k.ClientID != "" {
 		c.ClientID = k.ClientID
 	}
