@@ -104,6 +104,15 @@
 //     (TestSetOffsetAfterRecoveryComesWithAcknowledgedWritesButOffsetZero;
 //     internal/localstore ignores it then).
 //
+// Storage:
+//   - Goka's memory storage (storage.NewMemory) sorts all its keys at each
+//     Set of a new key, so a restore into it takes time quadratic in the
+//     records (TestGokaMemoryStorageSetCostGrowsWithItsKeys), and keeps the
+//     slice Set is given, a slice of the fetch response in a view
+//     (TestGokaMemoryStorageKeepsTheSliceItIsGiven). It holds views of a few
+//     keys (the calling policy, ReadView's callers); the do-not-call list
+//     has a storage of its own (internal/suppress; issue 33).
+//
 // Rebalances:
 //   - Goka closes every partition's store when a group session ends (a
 //     rebalance) and builds and opens the store of each partition of the

@@ -108,7 +108,7 @@ func withView(ctx context.Context, k kafkaclient.Kafka, t topology.Topics, fn fu
 	if err := topology.EnsureTopics(ctx, k, []topology.TopicSpec{spec(t)}); err != nil {
 		return fmt.Errorf("topic %s: %w", topic, err)
 	}
-	return kafkaclient.ReadView(ctx, k, goka.Table(topic), fn)
+	return kafkaclient.ReadView(ctx, k, goka.Table(topic), fn, goka.WithViewStorageBuilder(StorageBuilder()))
 }
 
 func spec(t topology.Topics) topology.TopicSpec {
