@@ -13,7 +13,7 @@ FUZZ_TARGETS := ./codec:FuzzDecode ./processors/scheduler:FuzzValidate ./process
 # broker's one-hop floor measured in the same run (kafka-floor), every phase
 # three times; then the dialer alone, at 0, 50 and 300 ms of provider latency.
 BENCH_DIALER := -dialer 20000 -dialer-latencies 0ms,50ms,300ms -dialer-args '--max-in-flight 500'
-BENCH_QUICK := -systems kafka-floor,ivrsched-kafka,ivrsched-kafka-sched,ivrsched-embedded,asynq-default,asynq-100ms,etf1-warn-log,reenqueue-hold60s \
+BENCH_QUICK := -systems kafka-floor,ivrsched-kafka,ivrsched-kafka-sched,ivrsched-kafka-dnc1m,ivrsched-embedded,asynq-default,asynq-100ms,etf1-warn-log,reenqueue-hold60s \
 	-n 10000 -burst 150000 -crash 2000 -lead 5s -window 8s -crash-wait 60s -repeat 3 -prefire 2000 -idle 60s $(BENCH_DIALER)
 BENCH_RETENTION := -systems none -retention 1000000 -retention-pending 100000 -retention-compact -lead 5s -crash-wait 120s
 BENCH_FULL  := -systems all -n 200000 -crash 20000 -lead 20s -window 20s -crash-wait 150s -scale 1000000 -prefire 2000 $(BENCH_DIALER)
@@ -75,8 +75,8 @@ proto:
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	PATH=$(CURDIR)/$(BIN):$$PATH protoc -I codec --go_out=codec/ivrschedpb --go_opt=paths=source_relative codec/ivrsched.proto
 
-## bench: eight systems side by side, three runs each, then each Kafka system
-## idle for 60 s, then the dialer alone (about 45 minutes); bench-full: every
+## bench: nine systems side by side, three runs each, then each Kafka system
+## idle for 60 s, then the dialer alone (about 55 minutes); bench-full: every
 ## variant, 200 k per phase
 bench: redis-server
 	cd bench && $(GO) run ./cmd/ivrbench $(BENCH_QUICK) -out ../docs/bench
