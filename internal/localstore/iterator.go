@@ -73,10 +73,13 @@ func (m *mergedIterator) advanceDB() {
 	m.skipStoreKeys()
 }
 
-// skipStoreKeys steps past the marks and the offset key, which are no table
-// state: the marks in one seek (they are contiguous, and sort right before
-// the offset key).
+// skipStoreKeys steps past the secondary index, the marks and the offset
+// key, which are no table state: the index and the marks in one seek each
+// (each is contiguous; they sort in this order, right before the offset key).
 func (m *mergedIterator) skipStoreKeys() {
+	if m.dbValid && strings.HasPrefix(string(m.db.Key()), IndexPrefix) {
+		m.dbValid = m.db.Seek([]byte(indexEnd))
+	}
 	if m.dbValid && strings.HasPrefix(string(m.db.Key()), MarkPrefix) {
 		m.dbValid = m.db.Seek([]byte(markEnd))
 	}

@@ -80,8 +80,14 @@ func (s *store) scanKeys(f *keyFilter, snap *leveldb.Snapshot, done chan struct{
 		hashes = hashes[:0]
 		return s.scanning == f && !s.closed
 	}
-	for it.Next() {
+	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
+		if isIndex(k) { // the secondary index, in one seek
+			if ok = it.Seek([]byte(indexEnd)); !ok {
+				break
+			}
+			k = it.Key()
+		}
 		if isInternal(k) {
 			continue
 		}

@@ -31,11 +31,13 @@ func (s *Stores) Mark(m Marker) { s.marker = m }
 // isInternal says whether a LevelDB key is the store's own (the offset, a
 // mark), not a table key.
 func isInternal(k []byte) bool {
-	return string(k) == OffsetKey || (len(k) >= len(MarkPrefix) && string(k[:len(MarkPrefix)]) == MarkPrefix)
+	return string(k) == OffsetKey || (len(k) >= len(MarkPrefix) && string(k[:len(MarkPrefix)]) == MarkPrefix) || isIndex(k)
 }
 
-// put adds a write of key (a delete if value is nil) to b, and its mark's.
-func (s *store) put(b *leveldb.Batch, key string, value []byte) {
+// put adds a write of key (a delete if value is nil) to b, and its mark's
+// and secondary index entries' (old is the value it replaces).
+func (s *store) put(b *leveldb.Batch, key string, old, value []byte) {
+	s.putIndex(b, key, old, value)
 	if value == nil {
 		b.Delete([]byte(key))
 	} else {

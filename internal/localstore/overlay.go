@@ -234,12 +234,26 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 		return acks
 	}
 	b.Reset()
+	var err error
+	var vals map[string][]byte // with an index: the values b writes, by key
+	if s.stores.indexer != nil {
+		vals = make(map[string][]byte, len(acks))
+	}
 	for _, a := range acks {
-		s.put(b, a.key, a.value)
+		var old []byte
+		if vals != nil {
+			if old, err = s.oldValue(a.key, vals); err != nil {
+				break
+			}
+			vals[a.key] = a.value
+		}
+		s.put(b, a.key, old, a.value)
 		offset = max(offset, a.offset)
 	}
-	s.putOffset(b, offset, stamp)
-	err := s.db.Write(b, nil)
+	if err == nil {
+		s.putOffset(b, offset, stamp)
+		err = s.db.Write(b, nil)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

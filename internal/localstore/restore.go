@@ -2,6 +2,7 @@ package localstore
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -32,13 +33,13 @@ func (s *store) restore(key string, value []byte) error {
 	s.stores.restored.Add(1)
 	s.unwritten++
 	switch {
-	case s.keys == nil:
-		s.put(s.batch, key, value)
-	case value != nil:
-		s.keys.add(key)
-		s.put(s.batch, key, value)
-	case s.keys.mayHave(key):
-		s.put(s.batch, key, nil)
+	case s.keys == nil || value != nil || s.keys.mayHave(key):
+		if err := s.putRestored(key, value); err != nil {
+			return err
+		}
+		if s.keys != nil && value != nil {
+			s.keys.add(key)
+		}
 	default:
 		// A tombstone of a key this restore into an empty
 		// database never wrote: nothing to delete (most of a
@@ -49,6 +50,28 @@ func (s *store) restore(key string, value []byte) error {
 		return nil
 	}
 	return s.writeRestored()
+}
+
+// putRestored adds a restored record to the batch. With an index, the
+// key's old value is the batch's, or else none if the filter of the keys
+// says the store does not hold the key, or else LevelDB's.
+func (s *store) putRestored(key string, value []byte) error {
+	var old []byte
+	if s.stores.indexer != nil {
+		if s.batchVals == nil {
+			s.batchVals = make(map[string][]byte)
+		}
+		_, inBatch := s.batchVals[key]
+		if inBatch || s.keys == nil || s.keys.mayHave(key) {
+			var err error
+			if old, err = s.oldValue(key, s.batchVals); err != nil {
+				return err
+			}
+		}
+		s.batchVals[key] = slices.Clone(value) // the caller may reuse its buffer
+	}
+	s.put(s.batch, key, old, value)
+	return nil
 }
 
 // writeRestored writes the restored records not written yet, with the offset
@@ -69,6 +92,7 @@ func (s *store) writeRestored() error {
 		return fmt.Errorf("localstore: write restored records in %s: %w", s.path, err)
 	}
 	s.batch.Reset()
+	clear(s.batchVals)
 	s.unwritten, s.storedOffset = 0, s.offset
 	return nil
 }

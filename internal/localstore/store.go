@@ -60,6 +60,9 @@ type Stores struct {
 	dir    string
 	log    *slog.Logger
 	marker Marker
+	// indexer and indexVersion: the secondary index (index.go), if set.
+	indexer      Indexer
+	indexVersion string
 
 	// MaxOffline: a store last caught up with its changelog longer ago
 	// than this is wiped and restored from the changelog instead of
@@ -180,7 +183,11 @@ type store struct {
 
 	life  sync.Mutex // Open and Close
 	state state
-	files lvlstorage.Storage // LevelDB file storage: holds the directory lock
+	// readers is held shared by reads of the index from other goroutines
+	// (IndexRange) and exclusively by Close before it closes LevelDB,
+	// which must not close under an iterator.
+	readers sync.RWMutex
+	files   lvlstorage.Storage // LevelDB file storage: holds the directory lock
 	// db is set once by a successful Open (goka calls the data methods only
 	// after Open has returned) and never cleared.
 	db *leveldb.DB
@@ -204,6 +211,9 @@ type store struct {
 	// records are collected in batch and written restoreBatch at a time,
 	// with the offset reached.
 	batch *leveldb.Batch
+	// batchVals: the values batch writes, by key (nil: a delete), kept
+	// while the stores keep an index, whose writes need each key's old value.
+	batchVals map[string][]byte
 	// unwritten counts the records restored since the last LevelDB write,
 	// skipped tombstones included.
 	unwritten int
@@ -296,6 +306,11 @@ func (s *store) Open() error {
 	}
 	s.readEnd()
 	db, offset, stamp, err := s.openTrusted(files, existed)
+	if err == nil {
+		if err = s.ensureIndex(db, offset < 0); err != nil {
+			err = errors.Join(err, db.Close())
+		}
+	}
 	if err != nil {
 		if cerr := files.Close(); cerr != nil {
 			s.log.Warn("closing leveldb file storage after failed open", "err", cerr)
@@ -376,10 +391,16 @@ func (s *store) openTrustedDB(files lvlstorage.Storage, existed bool) (*leveldb.
 	return db, -1, time.Time{}, nil
 }
 
+// isEmpty reports a database holding no table state (an index version
+// stamp at most).
 func isEmpty(db *leveldb.DB) (bool, error) {
 	it := db.NewIterator(nil, nil)
 	defer it.Release()
-	return !it.First(), it.Error()
+	ok := it.First()
+	if ok && isIndex(it.Key()) {
+		ok = it.Seek([]byte(indexEnd))
+	}
+	return !ok, it.Error()
 }
 
 // wipe removes everything in the partition directory except the lock and log
@@ -424,6 +445,8 @@ func (s *store) Close() error {
 		<-scanned
 	}
 
+	s.readers.Lock() // no IndexRange reads LevelDB now; later ones see closed
+	defer s.readers.Unlock()
 	var errs []error
 	s.mu.Lock()
 	s.recent = newRecent(0) // keeps nothing: a read after Close fails as before
