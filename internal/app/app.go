@@ -41,6 +41,7 @@ import (
 	"github.com/ivrsched/ivrsched/processors/dialer"
 	"github.com/ivrsched/ivrsched/processors/dialer/placement"
 	"github.com/ivrsched/ivrsched/processors/scheduler"
+	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex"
 	"github.com/ivrsched/ivrsched/topology"
 )
 
@@ -271,6 +272,9 @@ func Run(ctx context.Context, cfg Config, roles Roles, started func(*Running)) e
 			return fmt.Errorf("tick emitter: %w", err)
 		}
 		stores := newStores(ctx, cfg, "scheduler", log)
+		// The stores keep the due order beside the values: the due index
+		// holds a window of it (processors/scheduler/dueindex/disk.go).
+		stores.Index(dueindex.EntriesVersion, dueindex.Entries(scheduler.ParseValue))
 		lateness := metrics.FireLateness()
 		run.Lateness = admin.NewLatenessRecorder(cfg.Clock)
 		s, err := scheduler.New(scheduler.Config{

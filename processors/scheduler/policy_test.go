@@ -395,6 +395,9 @@ func TestCommandBetweenTickAndWakeKeepsTheParkedFollowUp(t *testing.T) {
 
 	h.clk.Set(day.Add(8 * time.Hour))
 	idx := h.s.Punctuator().Index(0)
+	if err := idx.Fill(h.clk.Now()); err != nil { // as onTick does first
+		t.Fatal(err)
+	}
 	due := idx.TakeDue(h.clk.Now(), 0)
 	if len(due) != 1 {
 		t.Fatalf("due %v", due)

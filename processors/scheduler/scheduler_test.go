@@ -50,7 +50,7 @@ func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 	topics := topology.NewTopics("")
 	cfg := Config{
 		Topics:  topics,
-		Storage: tt.StorageBuilder(),
+		Storage: withDueOrder(tt.StorageBuilder(), string(topics.SchedulerTable())),
 		Clock:   clk,
 		Default: DefaultFollowUp{Delay: time.Minute},
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -384,8 +384,8 @@ func TestSeveralFollowUpsPerUser(t *testing.T) {
 	h.expectCalls("b")
 	h.tickAt(35 * time.Second)
 	h.expectCalls("c")
-	if n := h.s.Punctuator().Index(0).Len(); n != 0 {
-		t.Fatalf("index holds %d users after all fired", n)
+	if n := len(h.s.Punctuator().Index(0).Pending()); n != 0 {
+		t.Fatalf("index holds %d follow-ups after all fired", n)
 	}
 }
 
@@ -441,7 +441,7 @@ func TestCancelAll(t *testing.T) {
 	}
 	h.tickAt(time.Minute)
 	h.expectCalls()
-	if h.s.Punctuator().Index(0).Len() != 0 {
+	if len(h.s.Punctuator().Index(0).Pending()) != 0 {
 		t.Fatal("index still holds the user")
 	}
 }
@@ -955,4 +955,16 @@ func TestTickAfterTheMarkIsNoReplay(t *testing.T) {
 	if h.s.Stats.Replays.Load() != 0 {
 		t.Fatal("counted a replay")
 	}
+}
+
+// The harness's scheduler runs as in production: its due index keeps a
+// window of the store's due order.
+func TestHarnessIndexIsWindowed(t *testing.T) {
+	h := newHarness(t)
+	h.onboard("u1", delay("a", time.Hour))
+	if x := h.s.Punctuator().Index(0); x == nil || !x.Windowed() || x.Len() != 0 {
+		t.Fatalf("index %v: want a window, empty with the follow-up an hour away", x)
+	}
+	h.tickAt(time.Hour)
+	h.expectCalls("a")
 }

@@ -45,6 +45,9 @@ func (s *Scheduler) onTick(ctx goka.Context, msg any) {
 	}
 	mark := idx.Mark()
 	now := s.cfg.Clock.Now()
+	if err := idx.Fill(now); err != nil { // an index that keeps a window of the store's due order reads ahead
+		ctx.Fail(fmt.Errorf("tick of partition %d: %w", part, err))
+	}
 	if idx.Replaying() {
 		from := pos(tick.GetFiredThrough())
 		fired, scanTo := idx.Replayed(from)
@@ -102,7 +105,10 @@ const sweepBatch = 1000
 func (s *Scheduler) sweepDeferred(ctx goka.Context, part int32, now time.Time) (string, bool) {
 	pol := s.policyNow()
 	v := version(pol)
-	ps, done := s.punct.Index(part).SweepDeferred(v, sweepBatch)
+	ps, done, err := s.punct.Index(part).SweepDeferred(v, sweepBatch)
+	if err != nil {
+		ctx.Fail(fmt.Errorf("partition %d: %w", part, err))
+	}
 	if len(ps) == 0 {
 		return v, done
 	}

@@ -10,6 +10,8 @@ import (
 type Backlog struct {
 	// Pending is the follow-ups waiting to fire: those after the mark,
 	// parked ones included, and the held ones (kept as timers, Held).
+	// With a store, those beyond the window are counted in the background
+	// after an open (Index.CountBeyond): until then they are left out.
 	Pending int
 	// Held is how many of them are held follow-ups (the mark passed them
 	// on another clock; a wake fires them).
@@ -30,6 +32,9 @@ func (x *Index) Backlog(now time.Time) Backlog {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	b := Backlog{Pending: x.ready.Len() + x.parked.Len() + x.held, Held: x.held, Due: x.parked.Len()}
+	if x.countDone { // with a store: those beyond the window
+		b.Pending += max(x.counted+x.outside, 0)
+	}
 	oldest := int64(0)
 	found := false
 	if p, ok := x.parked.Min(); ok {

@@ -157,7 +157,17 @@ func (p *Punctuator) Table(part int32) storage.Storage {
 // FiredBetween scans an owned partition's table for the fired follow-ups in
 // (from, to], in firing order: the slow path of a replay that reaches back
 // before the Checkpoint. Call it on the partition's goroutine.
+//
+// An index that keeps a window of its store's due order reads the store's
+// entries in that range instead (disk.go).
 func (p *Punctuator) FiredBetween(part int32, from, to Pos) ([]Pos, error) {
+	if x := p.Index(part); x != nil && x.Windowed() {
+		out, err := x.firedBetween(from, to)
+		if err != nil {
+			return nil, fmt.Errorf("read the fired follow-ups of partition %d: %w", part, err)
+		}
+		return out, nil
+	}
 	st := p.Table(part)
 	if st == nil {
 		return nil, fmt.Errorf("partition %d not owned", part)

@@ -483,24 +483,24 @@ func TestIndexSweepsDeferredFollowUps(t *testing.T) {
 	if got, want := x.Deferred(), []Pos{{10, "a", "t1"}, {20, "b", "t1"}, {30, "b", "t2"}}; !slices.Equal(got, want) {
 		t.Fatalf("deferred %v, want %v", got, want)
 	}
-	ps, done := x.SweepDeferred("v1", 2)
+	ps, done, _ := x.SweepDeferred("v1", 2)
 	if !slices.Equal(ps, []Pos{{10, "a", "t1"}, {20, "b", "t1"}}) || done || !x.Sweeping() {
 		t.Fatalf("first batch %v done %v", ps, done)
 	}
-	ps, done = x.SweepDeferred("v1", 2)
+	ps, done, _ = x.SweepDeferred("v1", 2)
 	if !slices.Equal(ps, []Pos{{30, "b", "t2"}}) || !done || x.Sweeping() {
 		t.Fatalf("second batch %v done %v", ps, done)
 	}
 	// The mark records the sweep and passes the first follow-up.
 	x.Update("tick", nil, &Value{Mark: &Mark{Through: Pos{10, "a", "t1"}, Swept: "v1"}})
-	if ps, _ := x.SweepDeferred("v1", 2); len(ps) != 0 {
+	if ps, _, _ := x.SweepDeferred("v1", 2); len(ps) != 0 {
 		t.Fatalf("swept again under the same version: %v", ps)
 	}
 	if got := x.Deferred(); !slices.Equal(got, []Pos{{20, "b", "t1"}, {30, "b", "t2"}}) {
 		t.Fatalf("deferred after the mark moved %v", got)
 	}
 	// A new version starts again from the first.
-	if ps, done := x.SweepDeferred("v2", 0); len(ps) != 2 || !done {
+	if ps, done, _ := x.SweepDeferred("v2", 0); len(ps) != 2 || !done {
 		t.Fatalf("sweep under v2: %v %v", ps, done)
 	}
 	x.Update("b", &Value{Pending: []Task{d(20, "t1"), d(30, "t2")}}, nil)

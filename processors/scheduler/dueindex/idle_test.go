@@ -76,7 +76,7 @@ func (s *sim) answer(part int32) {
 	now := s.wall.Now()
 	x.TakeTimers(now, 0)
 	due := x.TakeDue(now, 0)
-	_, swept := x.SweepDeferred(s.version, 0)
+	_, swept, _ := x.SweepDeferred(s.version, 0)
 	swept = swept && !s.noRecord
 	if len(due) > 0 || swept {
 		m := x.Mark()

@@ -1,6 +1,9 @@
 package dueindex
 
 import (
+	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,6 +148,21 @@ type Index struct {
 	recentGap bool
 	changed   func() // told when the earliest due time may have moved earlier
 	retain    int64  // retention in nanoseconds; 0: no retention timers
+
+	// The window of a store's due order (disk.go); without a store
+	// (src nil) the window is everything: hReady and rAct are
+	// math.MaxInt64. ready holds the pending follow-ups after the mark due
+	// before hReady, timers the retention timers of users last active
+	// before rAct (and every held follow-up). nextReady and nextRet are
+	// lower bounds of the due times beyond the window (math.MaxInt64: none).
+	src               Store
+	hReady, nextReady int64
+	rAct, nextRet     int64
+	// The pending follow-ups beyond the window, for Backlog: counted by
+	// CountBeyond (countDone once it has), plus outside, what Update and
+	// fill added and took since it began.
+	counted, outside int
+	countDone        bool
 }
 
 func posLess(a, b Pos) bool { return a.Less(b) }
@@ -153,7 +171,8 @@ func posLess(a, b Pos) bool { return a.Less(b) }
 // Replayed. changed, if not nil, is called (without the index lock held)
 // when an update makes a follow-up due earlier than any before.
 func NewIndex(changed func()) *Index {
-	x := &Index{recent: btree.NewG(32, posLess), parked: btree.NewG(8, posLess), parkedBy: make(map[string][]Pos), changed: changed}
+	x := &Index{recent: btree.NewG(32, posLess), parked: btree.NewG(8, posLess), parkedBy: make(map[string][]Pos), changed: changed,
+		hReady: math.MaxInt64, nextReady: math.MaxInt64, rAct: math.MaxInt64, nextRet: math.MaxInt64}
 	x.ready = btree.NewG(32, x.itemLess)
 	x.deferred = btree.NewG(32, x.itemLess)
 	x.timers = btree.NewG(32, x.itemLess)
@@ -257,6 +276,9 @@ func (x *Index) Update(key string, old, v *Value) {
 			if t.Held {
 				x.remove(x.timers, Pos{t.Due, key, t.ID})
 			} else {
+				if p := (Pos{t.Due, key, t.ID}); p.Due >= x.hReady && x.mark.Through.Less(p) {
+					x.outside-- // beyond the window
+				}
 				x.remove(x.ready, Pos{t.Due, key, t.ID})
 				if t.Deferred {
 					x.remove(x.deferred, Pos{t.Due, key, t.ID})
@@ -289,14 +311,19 @@ func (x *Index) Update(key string, old, v *Value) {
 				x.keepRecent(p) // fired by a tick, not yet recorded in the user's value
 			default:
 				active = true
-				notify = x.add(x.ready, p) || notify
-				if t.Deferred {
+				if in, earlier := x.readyInWindow(p); in {
+					notify = x.add(x.ready, p) || notify
+				} else {
+					x.outside++
+					notify = earlier || notify
+				}
+				if t.Deferred && x.src == nil { // with a store, swept from it
 					x.add(x.deferred, p)
 				}
 			}
 		}
 		if !active && x.retain > 0 && v.Mark == nil {
-			notify = x.add(x.timers, x.retention(key, v)) || notify
+			notify = x.addRetention(key, v.LastActive) || notify
 		}
 		if x.recent != nil {
 			for _, t := range v.Fired {
@@ -315,11 +342,22 @@ func (x *Index) Update(key string, old, v *Value) {
 // follow-up, which does not write the user's value.
 func (x *Index) AddRetention(user string, lastActive int64) {
 	x.mu.Lock()
-	notify := x.retain > 0 && x.add(x.timers, x.retention(user, &Value{LastActive: lastActive}))
+	notify := x.retain > 0 && x.addRetention(user, lastActive)
 	x.mu.Unlock()
 	if notify && x.changed != nil {
 		x.changed()
 	}
+}
+
+// addRetention sets user's retention timer if it is in the window and
+// reports whether it is now the earliest (or lowered the bound of those
+// beyond the window). Called with x.mu held.
+func (x *Index) addRetention(user string, lastActive int64) bool {
+	in, earlier := x.retentionInWindow(lastActive)
+	if !in {
+		return earlier
+	}
+	return x.add(x.timers, x.retention(user, &Value{LastActive: lastActive}))
 }
 
 // unpark drops the parked follow-ups of key and reports whether that
@@ -521,8 +559,11 @@ func (x *Index) Replayed(from Pos) (fired []Pos, scanTo Pos) {
 // scanTo), and the timers ticks took whose users' callbacks have not
 // written since back among the timers (their wakes may be lost with the
 // session; a wake that arrives anyway finds nothing to do).
-func (x *Index) Reopen() {
+func (x *Index) Reopen(st Store) {
 	x.mu.Lock()
+	if x.src != nil {
+		x.src = st // the same store, opened again at the same offset
+	}
 	for _, ps := range x.woken {
 		for _, p := range ps {
 			x.add(x.timers, p)
@@ -555,20 +596,28 @@ func (x *Index) Keys() int {
 func (x *Index) Next() (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	it, ok := x.ready.Min()
-	if first, blocked := x.parked.Min(); ok && blocked && x.after(it, first) {
+	it, rok := x.ready.Min()
+	at, ok := it.due, rok
+	if !rok && x.nextReady != math.MaxInt64 { // the window is empty: its end, or the next beyond it
+		at, ok = x.nextReady, true
+	}
+	if first, blocked := x.parked.Min(); ok && blocked && (!rok || x.after(it, first)) {
 		ok = false // until the parked follow-ups are settled (Update notifies)
 	}
-	if t, tok := x.timers.Min(); tok && (!ok || t.due < it.due) {
-		it, ok = t, true
+	if t, tok := x.timers.Min(); tok && (!ok || t.due < at) {
+		at, ok = t.due, true
+	}
+	if x.nextRet != math.MaxInt64 && (!ok || x.nextRet < at) {
+		at, ok = x.nextRet, true
 	}
 	if !ok {
 		return time.Time{}, false
 	}
-	return time.Unix(0, it.due), true
+	return time.Unix(0, at), true
 }
 
-// Len is the number of follow-ups after the mark.
+// Len is the number of follow-ups after the mark in memory: with a
+// store, those in the window.
 func (x *Index) Len() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -576,8 +625,17 @@ func (x *Index) Len() int {
 }
 
 // Pending returns a copy of the follow-ups after the mark, in firing order,
-// for tests and tools.
-func (x *Index) Pending() []Pos { return x.all(x.ready) }
+// for tests and tools: with a store, the window's and then the store's
+// beyond it (a read of all of them).
+func (x *Index) Pending() []Pos {
+	out := x.all(x.ready)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.src != nil {
+		out = append(out, x.upcomingStore(Pos{Due: x.hReady}, math.MaxInt)...)
+	}
+	return out
+}
 
 // Timers returns a copy of the timers, in order, for tests and tools.
 func (x *Index) Timers() []Pos { return x.all(x.timers) }
@@ -595,9 +653,10 @@ func (x *Index) all(tree *btree.BTreeG[item]) []Pos {
 
 // sweep is where a sweep of the deferred follow-ups stands.
 type sweep struct {
-	version string // the policy version it is for
-	after   Pos    // the last position handed out
-	active  bool
+	version  string // the policy version it is for
+	after    Pos    // the last position handed out
+	afterSub []byte // with a store: the last entry read
+	active   bool
 }
 
 // SweepDeferred hands out, in order, up to max deferred follow-ups for a
@@ -609,15 +668,28 @@ type sweep struct {
 // (Mark.Swept). A version the mark records as swept hands out nothing.
 // Deferred follow-ups added during a sweep were placed under the version
 // swept for, or come after the last one handed out.
-func (x *Index) SweepDeferred(version string, max int) (ps []Pos, done bool) {
+//
+// With a store, the deferred follow-ups are read from it (in its order,
+// not firing order), and an error reading it is returned.
+func (x *Index) SweepDeferred(version string, max int) (ps []Pos, done bool, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if version == x.mark.Swept {
 		x.sweep = sweep{}
-		return nil, false
+		return nil, false, nil
 	}
 	if x.sweep.version != version || !x.sweep.active {
 		x.sweep = sweep{version: version, active: true}
+	}
+	if x.src != nil {
+		if ps, err = x.sweepStore(max); err != nil {
+			return nil, false, fmt.Errorf("sweep the deferred follow-ups: %w", err)
+		}
+		if max <= 0 || len(ps) < max {
+			x.sweep = sweep{}
+			return ps, true, nil
+		}
+		return ps, false, nil
 	}
 	from := x.sweep.after
 	x.probe = from
@@ -634,9 +706,9 @@ func (x *Index) SweepDeferred(version string, max int) (ps []Pos, done bool) {
 	}
 	if max <= 0 || len(ps) < max {
 		x.sweep = sweep{}
-		return ps, true
+		return ps, true, nil
 	}
-	return ps, false
+	return ps, false, nil
 }
 
 // Sweeping reports whether a sweep of deferred follow-ups is under way (the
@@ -648,5 +720,23 @@ func (x *Index) Sweeping() bool {
 }
 
 // Deferred returns a copy of the deferred follow-ups after the mark, in
-// order, for tests and tools.
-func (x *Index) Deferred() []Pos { return x.all(x.deferred) }
+// order, for tests and tools (with a store, read from it).
+func (x *Index) Deferred() []Pos {
+	x.mu.Lock()
+	src := x.src
+	x.mu.Unlock()
+	if src == nil {
+		return x.all(x.deferred)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []Pos
+	_ = x.src.IndexRange(bound(kindDeferred, math.MinInt64), kindEnd(kindDeferred), func(sub []byte, key string, _ []byte) bool {
+		if due, task, err := parseSub(sub, key); err == nil && x.mark.Through.Less(Pos{due, key, task}) {
+			out = append(out, Pos{due, key, task})
+		}
+		return true
+	})
+	slices.SortFunc(out, Compare)
+	return out
+}

@@ -85,6 +85,22 @@ func (s *indexed) MarkRecovered() error {
 	} else if raw != nil {
 		x.Update(key, nil, s.parse(key, raw))
 	}
+	if st, ok := s.Storage.(Store); ok && st.IndexVersion() == EntriesVersion {
+		// The store keeps the due order: read the window, no scan.
+		if err := x.setStore(st, s.p.cfg.Clock.Now()); err != nil {
+			if s.isClosed() {
+				return nil
+			}
+			return fmt.Errorf("index partition %d: %w", s.part, err)
+		}
+		if !s.take(x) {
+			return nil
+		}
+		go x.CountBeyond()
+		s.p.cfg.Logger.Info("due index opened", "table", s.p.cfg.Table, "partition", s.part, "window", x.Len(), "timers", len(x.Timers()),
+			"took", time.Since(start).Round(time.Millisecond))
+		return nil
+	}
 	n := 0
 	progress := start
 	err := scanStore(s.Storage, func(key string, raw []byte) {

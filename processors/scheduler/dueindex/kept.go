@@ -114,7 +114,11 @@ func (p *Punctuator) reclaim(part int32, st storage.Storage) *Index {
 	if err != nil || offset != k.offset {
 		return nil
 	}
-	k.index.Reopen()
+	src, _ := st.(Store)
+	if k.index.Windowed() && (src == nil || src.IndexVersion() != EntriesVersion) {
+		return nil
+	}
+	k.index.Reopen(src)
 	p.reused.Add(1)
 	return k.index
 }

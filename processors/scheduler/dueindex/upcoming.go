@@ -19,5 +19,12 @@ func (x *Index) Upcoming(after Pos, max int) []Pos {
 		return len(out) < max
 	})
 	x.probe = Pos{}
+	if x.src != nil && len(out) < max { // beyond the window
+		from := after
+		if from.Due < x.hReady {
+			from = Pos{Due: x.hReady}
+		}
+		out = append(out, x.upcomingStore(from, max-len(out))...)
+	}
 	return out
 }
