@@ -73,14 +73,20 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 		return fail(err)
 	}
 	rng := rand.New(rand.NewPCG(w.Seed, 2))
-	far := makeTasks(rng, "p", pending, max(pending/2, 1), time.Now().Add(3*time.Hour), time.Hour, w.Payload)
+	// Made a chunk at a time: 100 M tasks held at once would take more
+	// memory than the system measured.
+	farFrom := time.Now().Add(3 * time.Hour)
 	t0 := time.Now()
 	const chunk = 100000
-	for i := 0; i < len(far); i += chunk {
-		if err := s.Schedule(ctx, far[i:min(i+chunk, len(far))]); err != nil {
+	for i := 0; i < pending; i += chunk {
+		far := makeTasks(rng, "p", min(chunk, pending-i), max(pending/2, 1), farFrom, time.Hour, w.Payload)
+		for j := range far { // ids and users as if made at once
+			far[j].ID, far[j].User = fmt.Sprintf("p-%d", i+j), fmt.Sprintf("user-%d", (i+j)%max(pending/2, 1))
+		}
+		if err := s.Schedule(ctx, far); err != nil {
 			return fail(err)
 		}
-		log.Info("pending scheduled", "n", min(i+chunk, len(far)))
+		log.Info("pending scheduled", "n", i+len(far))
 	}
 	res.IngestPerSec = float64(pending) / time.Since(t0).Seconds()
 	if err := s.Applied(ctx); err != nil {
