@@ -231,3 +231,11 @@ func TestIndexReadHoldsClose(t *testing.T) {
 		t.Fatal("IndexRange after Close: no error")
 	}
 }
+
+// Level 1 holds 10 MiB: with keys written in random order each compaction
+// of level 0 rewrites all of level 1 (store.go, levelOptions).
+func TestLevelOneHoldsTenMiB(t *testing.T) {
+	if got := levelOptions.GetCompactionTotalSize(1); got != 10<<20 {
+		t.Fatalf("level 1 holds %d bytes, want %d", got, 10<<20)
+	}
+}
