@@ -40,6 +40,15 @@ var registry = []entry{
 	{"ivrsched-kafka-tick10ms", "kafka", func(n string) harness.System {
 		return ivrsched.New(n, ivrsched.OneProcess, "--tick-gap", "10ms")
 	}},
+	// At etf1's precision: a partition ticks at most once a second, so a
+	// second's follow-ups fire together, up to a second late (etf1 fires
+	// them up to a second early). What a fire costs when it may wait.
+	{"ivrsched-kafka-tick1s", "kafka", func(n string) harness.System {
+		return ivrsched.New(n, ivrsched.OneProcess, "--tick-gap", "1s")
+	}},
+	{"ivrsched-kafka-sched-tick1s", "kafka", func(n string) harness.System {
+		return ivrsched.NewSchedulerOnly(n, "--tick-gap", "1s")
+	}},
 	// The default calling policy (08:00 to 21:00 in the user's local time)
 	// with every user in a zone where it is daytime: its cost when every
 	// call is inside the window.
