@@ -161,6 +161,22 @@ func (l *List) Check(number, campaign string) (*pb.Suppression, error) {
 	return e, nil
 }
 
+// DetailPrefix starts the detail of a call the dialer did not place because
+// its number is on the do-not-call list (CallStatus, CallResult and
+// CallEnded detail, outcome suppressed); the entry's reason follows.
+const DetailPrefix = "suppressed: "
+
+// Detail is the detail of a call not placed because of entry e:
+// DetailPrefix and e's reason (Reason).
+func Detail(e *pb.Suppression) string { return DetailPrefix + Reason(e) }
+
+// DetailReason returns the entry's reason a Detail holds, cut like Reason;
+// ok is false for a detail that does not start with DetailPrefix.
+func DetailReason(detail string) (reason string, ok bool) {
+	reason, ok = strings.CutPrefix(detail, DetailPrefix)
+	return Reason(&pb.Suppression{Reason: reason}), ok
+}
+
 // Reason returns e's reason cut to MaxReasonBytes (a producer may write a
 // longer one), at a rune boundary.
 func Reason(e *pb.Suppression) string {

@@ -99,3 +99,25 @@ func TestReason(t *testing.T) {
 		t.Errorf("cut reason %d bytes", len(r))
 	}
 }
+
+// A call's detail names the entry's reason, and the reason comes back out
+// of it; a detail of another kind of call is not taken for one, and a long
+// reason comes back cut like Reason.
+func TestDetailRoundTrip(t *testing.T) {
+	for _, reason := range []string{"opted out by keypress (call c1)", "", "suppressed: twice"} {
+		d := Detail(&pb.Suppression{Reason: reason})
+		if !strings.HasPrefix(d, DetailPrefix) {
+			t.Errorf("Detail(%q) = %q, want the prefix %q", reason, d, DetailPrefix)
+		}
+		if got, ok := DetailReason(d); !ok || got != reason {
+			t.Errorf("DetailReason(Detail(%q)) = %q, %v", reason, got, ok)
+		}
+	}
+	if got, ok := DetailReason("busy (after 1 requests)"); ok {
+		t.Errorf("a detail without the prefix read as suppressed: %q", got)
+	}
+	long := strings.Repeat("é", MaxReasonBytes)
+	if got, ok := DetailReason(DetailPrefix + long); !ok || got != Reason(&pb.Suppression{Reason: long}) || len(got) > MaxReasonBytes {
+		t.Errorf("long reason: %d bytes, %v", len(got), ok)
+	}
+}

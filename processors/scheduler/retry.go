@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -10,6 +9,7 @@ import (
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
 	"github.com/ivrsched/ivrsched/internal/policy"
+	"github.com/ivrsched/ivrsched/internal/suppress"
 )
 
 // Retries driven by the call's outcome (see docs/design.md, "Retries"): the
@@ -42,8 +42,11 @@ func (s *Scheduler) callEnded(ctx goka.Context, st *pb.UserState, e *pb.CallEnde
 		// The dialer found the number on the do-not-call list just before
 		// placing the call: final, never retried.
 		t.Outcome = e.GetOutcome()
-		s.reportSuppressed(ctx, ctx.Key(), t, e.GetCallId(), &pb.Suppression{Reason: strings.TrimPrefix(e.GetDetail(), placementSuppressed)},
-			timestamppb.New(s.cfg.Clock.Now()))
+		reason, ok := suppress.DetailReason(e.GetDetail())
+		if !ok {
+			reason = e.GetDetail()
+		}
+		s.reportSuppressed(ctx, ctx.Key(), t, e.GetCallId(), &pb.Suppression{Reason: reason}, timestamppb.New(s.cfg.Clock.Now()))
 		return true, nil
 	}
 	pol := s.policyNow()

@@ -28,11 +28,6 @@ func (s *Scheduler) suppressed(ctx goka.Context, st *pb.UserState, t *pb.Task) *
 	return e
 }
 
-// placementSuppressed starts the detail of a call the dialer did not place
-// because its number is on the do-not-call list (placement.SuppressedDetail;
-// processors do not import each other); the entry's reason follows.
-const placementSuppressed = "suppressed: "
-
 // reportSuppressed reports, under the user's key, that follow-up t was not
 // called because of entry e (KIND_SUPPRESSED, final for this follow-up).
 func (s *Scheduler) reportSuppressed(ctx goka.Context, user string, t *pb.Task, callID string, e *pb.Suppression, at *timestamppb.Timestamp) {

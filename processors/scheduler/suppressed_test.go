@@ -234,7 +234,7 @@ func TestCallEndedSuppressedIsReported(t *testing.T) {
 	c := h.expectCalls("a")[0]
 	h.nextEvents()
 	h.send("u1", &pb.Command{UserId: "u1", RequestedAt: timestamppb.New(h.clk.Now()), Command: &pb.Command_CallEnded{CallEnded: &pb.CallEnded{
-		TaskId: "a", CallId: c.GetCallId(), Attempt: 1, Outcome: pb.Outcome_OUTCOME_SUPPRESSED, Detail: "suppressed: opted out"}}})
+		TaskId: "a", CallId: c.GetCallId(), Attempt: 1, Outcome: pb.Outcome_OUTCOME_SUPPRESSED, Detail: suppress.Detail(&pb.Suppression{Reason: "opted out"})}}})
 	got := h.nextEvents()
 	if len(got) != 1 || got[0].GetKind() != pb.ScheduleEvent_KIND_SUPPRESSED || got[0].GetReason() != "opted out" || got[0].GetCallId() != c.GetCallId() {
 		t.Fatalf("events %v", got)

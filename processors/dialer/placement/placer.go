@@ -723,10 +723,6 @@ func (p *Placer) place(ctx context.Context, j job) *pb.CallStatus {
 	}
 }
 
-// SuppressedDetail starts the detail of a call not placed because its
-// number is on the do-not-call list; the entry's reason follows.
-const SuppressedDetail = "suppressed: "
-
 // request checks the call's number against the do-not-call list and, if it
 // is not listed, sends one request (counted in requests). It returns the
 // answer, or the error to retry or fail on; a list that cannot be read is a
@@ -740,7 +736,7 @@ func (p *Placer) request(ctx context.Context, c *pb.IVRCall, now, deadline time.
 		if e != nil {
 			p.Stats.Suppressed.Add(1)
 			return &pb.CallStatus{CallId: c.GetCallId(), UserId: c.GetUserId(), Outcome: pb.Outcome_OUTCOME_SUPPRESSED, Final: true,
-				Detail: SuppressedDetail + suppress.Reason(e), Placement: true, Requests: uint32(*requests), At: timestamppb.New(now),
+				Detail: suppress.Detail(e), Placement: true, Requests: uint32(*requests), At: timestamppb.New(now),
 				TaskId: c.GetTaskId(), Attempt: c.GetAttempt()}, nil
 		}
 	}
