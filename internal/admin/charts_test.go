@@ -6,7 +6,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/ivrsched/ivrsched/codec/ivrschedpb"
@@ -212,5 +214,67 @@ func TestAnswerCounter(t *testing.T) {
 		if h.Total() != 0 && h.Hour != 15 {
 			t.Errorf("8 days later: %+v", h)
 		}
+	}
+}
+
+func callResult(id string, outcome pb.Outcome, at time.Time) *pb.CallResult {
+	r := result(outcome, true, at, "Europe/Berlin")
+	r.CallId = id
+	return r
+}
+
+// The dialer publishes a call's final result again when it replays its
+// statuses after a restart: the repeat does not count; another call with
+// the same outcome at the same time does.
+func TestAnswerCounterRepublished(t *testing.T) {
+	now := time.Date(2026, 12, 3, 14, 30, 0, 0, time.UTC)
+	at := now.Add(-20 * time.Minute) // 15:10 in Berlin
+	var c AnswerCounter
+	first := callResult("c1", pb.Outcome_OUTCOME_ANSWERED, at)
+	if !c.Add(first, now) {
+		t.Fatal("the first result of c1 did not count")
+	}
+	if c.Add(proto.Clone(first).(*pb.CallResult), now) {
+		t.Error("c1's republished result counted again")
+	}
+	if !c.Add(callResult("c2", pb.Outcome_OUTCOME_ANSWERED, at), now) {
+		t.Error("c2 did not count")
+	}
+	if h := c.Rates(now).Hours[15]; h.Answered != 2 {
+		t.Errorf("15:00: %+v, want 2 answered", h)
+	}
+}
+
+// The memory of counted ids is a fixed table inside the counter (no map
+// that grows with the calls counted): none of many distinct calls is taken for a repeat, a
+// repeat right behind its first is recognized after any number of calls,
+// and one far behind (more calls in between than the table holds) is
+// forgotten and counts again.
+func TestAnswerCounterMemoryBound(t *testing.T) {
+	if n := unsafe.Sizeof(AnswerCounter{}); n > 300<<10 {
+		t.Errorf("AnswerCounter is %d bytes, want at most 300 KiB", n)
+	}
+	now := time.Date(2026, 12, 3, 14, 30, 0, 0, time.UTC)
+	at := now.Add(-time.Minute)
+	var c AnswerCounter
+	const calls = 16 * recentSets * recentWays
+	for i := range calls {
+		id := fmt.Sprintf("call-%d", i)
+		if !c.Add(callResult(id, pb.Outcome_OUTCOME_BUSY, at), now) {
+			t.Fatalf("distinct call %s taken for a repeat", id)
+		}
+		if i%1000 == 0 && c.Add(callResult(id, pb.Outcome_OUTCOME_BUSY, at), now) {
+			t.Fatalf("the repeat of %s counted", id)
+		}
+	}
+	if !c.Add(callResult("call-0", pb.Outcome_OUTCOME_BUSY, at), now) {
+		t.Errorf("a repeat %d calls later was remembered: the table holds %d", calls, recentSets*recentWays)
+	}
+	var total uint64
+	for _, h := range c.Rates(now).Hours {
+		total += h.Busy
+	}
+	if total != calls+1 {
+		t.Errorf("%d counted, want %d", total, calls+1)
 	}
 }
