@@ -128,6 +128,11 @@ const (
 	// A recurring follow-up fired: the callback records it and schedules
 	// the next occurrence.
 	Wake_KIND_RECUR Wake_Kind = 4
+	// The tick did not call a due follow-up because its number is on the
+	// do-not-call list (KIND_SUPPRESSED reported it): the callback records
+	// it as fired with outcome suppressed, which the frequency cap does not
+	// count.
+	Wake_KIND_SUPPRESSED Wake_Kind = 5
 )
 
 // Enum value maps for Wake_Kind.
@@ -138,6 +143,7 @@ var (
 		2: "KIND_RETENTION",
 		3: "KIND_POLICY",
 		4: "KIND_RECUR",
+		5: "KIND_SUPPRESSED",
 	}
 	Wake_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
@@ -145,6 +151,7 @@ var (
 		"KIND_RETENTION":   2,
 		"KIND_POLICY":      3,
 		"KIND_RECUR":       4,
+		"KIND_SUPPRESSED":  5,
 	}
 )
 
@@ -1545,7 +1552,9 @@ type Task struct {
 	SeriesStart *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=series_start,json=seriesStart,proto3" json:"series_start,omitempty"`
 	// In the fired history: the attempt's final outcome, once the dialer
 	// reported it (CallEnded); a second report is a replay and changes
-	// nothing.
+	// nothing. Suppressed also when the scheduler did not call it (the
+	// number on the do-not-call list). The frequency cap does not count a
+	// suppressed one.
 	Outcome Outcome `protobuf:"varint,14,opt,name=outcome,proto3,enum=ivrsched.v1.Outcome" json:"outcome,omitempty"`
 	// A retry (attempt 2 and later): the first attempt's requested time, from
 	// which the retry policy's max_age counts. Unset: requested_at.
@@ -1839,7 +1848,7 @@ type Wake struct {
 	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	DueAt  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
 	// KIND_POLICY: when the tick found that the follow-up must wait;
-	// KIND_RECUR: when the tick fired it (FiredTask.fired_at).
+	// KIND_RECUR, KIND_SUPPRESSED: when the tick fired it (FiredTask.fired_at).
 	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3159,19 +3168,20 @@ const file_ivrsched_proto_rawDesc = "" +
 	"\x04Tick\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x123\n" +
 	"\asent_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x12:\n" +
-	"\rfired_through\x18\x03 \x01(\v2\x15.ivrsched.v1.PositionR\ffiredThrough\"\x90\x02\n" +
+	"\rfired_through\x18\x03 \x01(\v2\x15.ivrsched.v1.PositionR\ffiredThrough\"\xa5\x02\n" +
 	"\x04Wake\x12*\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x16.ivrsched.v1.Wake.KindR\x04kind\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x121\n" +
 	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"d\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"y\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rKIND_HELD_DUE\x10\x01\x12\x12\n" +
 	"\x0eKIND_RETENTION\x10\x02\x12\x0f\n" +
 	"\vKIND_POLICY\x10\x03\x12\x0e\n" +
 	"\n" +
-	"KIND_RECUR\x10\x04\"\xb8\x03\n" +
+	"KIND_RECUR\x10\x04\x12\x13\n" +
+	"\x0fKIND_SUPPRESSED\x10\x05\"\xb8\x03\n" +
 	"\aIVRCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +

@@ -69,11 +69,15 @@ func request(p *policy.Policy, st *pb.UserState, zones []*time.Location, t *pb.T
 }
 
 // recentCalls are the user's calls for the frequency cap: the fired ones
-// the value remembers (at the time they fired) and the other pending
-// follow-ups (at their effective times).
+// the value remembers (at the time they fired), except those not called
+// because the number is on the do-not-call list (outcome suppressed), and
+// the other pending follow-ups (at their effective times).
 func recentCalls(st *pb.UserState, except string) []policy.Call {
 	out := make([]policy.Call, 0, len(st.GetFired())+len(st.GetPending()))
 	for _, f := range st.GetFired() {
+		if f.GetTask().GetOutcome() == pb.Outcome_OUTCOME_SUPPRESSED {
+			continue
+		}
 		at := f.GetTask().GetDueAt().AsTime()
 		if f.GetFiredAt() != nil {
 			at = f.GetFiredAt().AsTime()

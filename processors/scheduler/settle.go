@@ -42,21 +42,42 @@ func (s *Scheduler) settle(ctx goka.Context, st *pb.UserState, fire bool) bool {
 // recordFired is settle without fire. A KIND_RECUR wake (w; nil: none)
 // gives the follow-up it names its fire time, the tick's, from which the
 // series' next occurrence counts (successor): a tick late by more than the
-// period fires one call, not every occurrence it missed.
+// period fires one call, not every occurrence it missed. A KIND_SUPPRESSED
+// wake gives the follow-up it names its fire time and the outcome
+// suppressed (markSuppressed), also when a command recorded it as fired
+// before the wake came.
 func (s *Scheduler) recordFired(ctx goka.Context, st *pb.UserState, w *pb.Wake) bool {
 	keep, fired := s.splitFired(ctx.Partition(), ctx.Key(), st.Pending)
 	if len(fired) == 0 {
-		return false
+		return w.GetKind() == pb.Wake_KIND_SUPPRESSED && markSuppressed(st.GetFired(), w)
 	}
-	if w.GetKind() == pb.Wake_KIND_RECUR && w.GetAt() != nil {
+	if (w.GetKind() == pb.Wake_KIND_RECUR || w.GetKind() == pb.Wake_KIND_SUPPRESSED) && w.GetAt() != nil {
 		for _, f := range fired {
 			if f.GetTask().GetTaskId() == w.GetTaskId() && f.GetTask().GetDueAt().AsTime().Equal(w.GetDueAt().AsTime()) {
 				f.FiredAt = w.GetAt()
 			}
 		}
 	}
+	if w.GetKind() == pb.Wake_KIND_SUPPRESSED {
+		markSuppressed(fired, w)
+	}
 	s.record(ctx, st, keep, fired)
 	return true
+}
+
+// markSuppressed gives the fired follow-up a KIND_SUPPRESSED wake names
+// (by task and due time, no outcome yet) the outcome suppressed: the tick
+// did not call it, and the frequency cap does not count it. It reports
+// whether it found one.
+func markSuppressed(fired []*pb.FiredTask, w *pb.Wake) bool {
+	for _, f := range fired {
+		t := f.GetTask()
+		if t.GetTaskId() == w.GetTaskId() && t.GetDueAt().AsTime().Equal(w.GetDueAt().AsTime()) && t.GetOutcome() == pb.Outcome_OUTCOME_UNSPECIFIED {
+			t.Outcome = pb.Outcome_OUTCOME_SUPPRESSED
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Scheduler) settleFire(ctx goka.Context, st *pb.UserState) bool {
@@ -91,6 +112,7 @@ func (s *Scheduler) settleFire(ctx goka.Context, st *pb.UserState) bool {
 		f := &pb.FiredTask{Task: t, CallId: CallID(ctx.Key(), t), FiredAt: firedAt}
 		calls = append(calls, f)
 		if e := s.suppressed(ctx, st, t); e != nil {
+			t.Outcome = pb.Outcome_OUTCOME_SUPPRESSED // not a call for the frequency cap
 			s.reportSuppressed(ctx, ctx.Key(), t, f.CallId, e, firedAt)
 			return
 		}

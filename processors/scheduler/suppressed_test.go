@@ -290,3 +290,50 @@ func TestSuppressedRetryEndsTheFollowUp(t *testing.T) {
 		t.Fatalf("pending after the suppressed retry: %v", st.GetPending())
 	}
 }
+
+// A follow-up not called because its number is on the do-not-call list is
+// not a call for the frequency cap: with one call a day, a follow-up
+// scheduled later the same day fires at its time, whether the tick or the
+// dialer found the number listed.
+func TestSuppressedDoesNotCountTowardTheCap(t *testing.T) {
+	berlin := zone(t, "Europe/Berlin")
+	day := time.Date(2026, 6, 10, 0, 0, 0, 0, berlin)
+	for _, by := range []string{"tick", "dialer"} {
+		t.Run(by, func(t *testing.T) {
+			var p atomic.Pointer[policy.Policy]
+			p.Store(mustPolicy(t, `{default: {cap: {calls: 1, per: 24h}}}`))
+			s := newSuppressed(t, withPolicy(&p))
+			h := s.h
+			h.clk.Jump(day.Add(9 * time.Hour))
+			h.onboardUser("u1", harnessNum, "Europe/Berlin", at("first", day.Add(10*time.Hour)))
+			h.nextEvents()
+			switch by {
+			case "tick":
+				s.add(harnessNum, "until eleven", day.Add(11*time.Hour))
+				h.tickTime(day.Add(10 * time.Hour))
+				h.expectCalls()
+				h.expectSuppressed("until eleven", "first")
+			case "dialer":
+				h.tickTime(day.Add(10 * time.Hour))
+				c := h.expectCalls("first")[0]
+				h.send("u1", &pb.Command{UserId: "u1", RequestedAt: timestamppb.New(h.clk.Now()), Command: &pb.Command_CallEnded{CallEnded: &pb.CallEnded{
+					TaskId: "first", CallId: c.GetCallId(), Attempt: 1, Outcome: pb.Outcome_OUTCOME_SUPPRESSED, Detail: suppress.Detail(&pb.Suppression{Reason: "listed"})}}})
+				if ev := h.nextEvents(); len(ev) != 1 || ev[0].GetKind() != pb.ScheduleEvent_KIND_SUPPRESSED || ev[0].GetReason() != "listed" {
+					t.Fatalf("events %v, want first reported suppressed", ev)
+				}
+			}
+			h.clk.Set(day.Add(12 * time.Hour))
+			h.onboardUser("u1", harnessNum, "Europe/Berlin", at("second", day.Add(15*time.Hour)))
+			if second := h.task("u1", "second"); !second.GetDueAt().AsTime().Equal(day.Add(15*time.Hour)) || second.GetDeferred() != "" {
+				t.Fatalf("second due %v (deferred %q), want %v: the suppressed first counted toward the cap",
+					second.GetDueAt().AsTime().In(berlin), second.GetDeferred(), day.Add(15*time.Hour).In(berlin))
+			}
+			st := h.state("u1")
+			if len(st.GetFired()) != 1 || st.GetFired()[0].GetTask().GetOutcome() != pb.Outcome_OUTCOME_SUPPRESSED {
+				t.Fatalf("fired history %v, want first with the outcome suppressed", st.GetFired())
+			}
+			h.tickTime(day.Add(15 * time.Hour))
+			h.expectCalls("second")
+		})
+	}
+}

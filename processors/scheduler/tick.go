@@ -205,8 +205,10 @@ func (s *Scheduler) publish(ctx goka.Context, part int32, ps []dueindex.Pos, now
 		if e := s.suppressed(ctx, st, t); e != nil {
 			// Not called, reported, and done like a fired one: the mark
 			// passes it; a series goes on (its next occurrence is checked
-			// when due).
+			// when due). The user's callback records it as suppressed, so
+			// that the frequency cap does not count it.
 			s.reportSuppressed(ctx, p.User, t, CallID(p.User, t), e, firedAt)
+			ctx.Loopback(p.User, &pb.Wake{Kind: pb.Wake_KIND_SUPPRESSED, TaskId: p.Task, DueAt: t.GetDueAt(), At: firedAt})
 		} else {
 			ctx.Emit(s.cfg.Topics.Calls, p.User, s.call(st, t, CallID(p.User, t), firedAt))
 			calls++

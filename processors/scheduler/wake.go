@@ -16,7 +16,9 @@ import (
 // KIND_EXPIRED, so the dialer forgets the user too; a follow-up the tick
 // parked because the calling policy changed moves to its new effective
 // time (KIND_DEFERRED); a recurring follow-up that fired is recorded and
-// its next occurrence scheduled (settle). A wake that no longer applies
+// its next occurrence scheduled (settle); one the tick did not call
+// because its number is on the do-not-call list is recorded as fired with
+// the outcome suppressed, which the frequency cap does not count. A wake that no longer applies
 // (the user changed since) writes the value back as it is, which puts what
 // is still to come back into the due index and releases what the index
 // parked.
