@@ -14,9 +14,10 @@ import (
 )
 
 // printHistogram prints the upcoming chart's numbers: a header with the
-// dialers' capacity, then one line an hour with its follow-ups in all, by
-// campaign, and the calls left for later hours at that capacity; as one
-// JSON document (admin.UpcomingHours) if asJSON.
+// dialers' capacity (and the held and parked follow-ups, if any), then one
+// line an hour with its follow-ups in all, by campaign, and the calls left
+// for later hours at that capacity; as one JSON document
+// (admin.UpcomingHours) if asJSON.
 func printHistogram(ctx context.Context, c *admin.Client, from time.Time, hours int, asJSON bool, stdout io.Writer) error {
 	h, err := c.UpcomingHours(ctx, from, hours)
 	if err != nil {
@@ -47,6 +48,12 @@ func writeHistogram(w io.Writer, h admin.UpcomingHours) {
 	}
 	if h.Truncated {
 		fmt.Fprintf(w, "# truncated: an instance counted %d follow-ups; the later hours are short\n", admin.MaxScan)
+	}
+	if h.Held > 0 {
+		fmt.Fprintf(w, "# held: %d of those counted (a wake fires each at its hour)\n", h.Held)
+	}
+	if h.Parked > 0 {
+		fmt.Fprintf(w, "# parked: %d more, due and waiting for the calling policy to move them; in no hour\n", h.Parked)
 	}
 	campaigns := admin.Campaigns(h.Hours)
 	totals := make([]int, len(h.Hours))

@@ -59,3 +59,25 @@ func TestWriteHistogram(t *testing.T) {
 		t.Error("a control character reached the terminal")
 	}
 }
+
+// The header says how many of the follow-ups counted are held and how
+// many more are parked (in no hour); with neither it says nothing of them.
+func TestWriteHistogramHeldAndParked(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	h := admin.UpcomingHours{Start: t0, Dialers: 1, Held: 2, Parked: 3, Hours: []admin.HourCount{
+		{Start: t0, Total: 5, Campaigns: map[string]int{"spring": 5}},
+	}}
+	var b bytes.Buffer
+	writeHistogram(&b, h)
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 3 || lines[1] != "# held: 2 of those counted (a wake fires each at its hour)" ||
+		lines[2] != "# parked: 3 more, due and waiting for the calling policy to move them; in no hour" {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	h.Held, h.Parked = 0, 0
+	b.Reset()
+	writeHistogram(&b, h)
+	if strings.Contains(b.String(), "held") || strings.Contains(b.String(), "parked") {
+		t.Errorf("with none held or parked:\n%s", b.String())
+	}
+}

@@ -66,6 +66,14 @@ type UpcomingHours struct {
 	// Truncated: more than MaxScan follow-ups were in the range; the hours
 	// after the last one counted are short.
 	Truncated bool `json:"truncated,omitempty"`
+	// Held is how many of the follow-ups counted in Hours are held: the
+	// fired mark passed them on a clock ahead of the scheduler's, and a
+	// wake fires each at its due time. Parked is the follow-ups due and
+	// not fired that wait for their users' callbacks to move them under
+	// the calling policy in force (changed, or a campaign paused); their
+	// new times are not known yet, so they count in no hour.
+	Held   int `json:"held"`
+	Parked int `json:"parked"`
 	// CPS is the deployment's calls per second (--cps; 0: no limit) as
 	// the dialers said (Dialers answered), PerHour the calls an hour
 	// they place at most (CPS × 3600). Set by the client.
@@ -237,6 +245,8 @@ func (c *Client) UpcomingHours(ctx context.Context, from time.Time, hours int) (
 		out.Hours = MergeHours(out.Hours, page.Hours)
 		out.Partitions = append(out.Partitions, page.Partitions...)
 		out.Truncated = out.Truncated || page.Truncated
+		out.Held += page.Held
+		out.Parked += page.Parked
 	}
 	slices.Sort(out.Partitions)
 	dl, err := c.Discover(ctx, string(c.Topics.Dialer), string(c.Topics.Calls))

@@ -125,10 +125,11 @@ const upcomingBatch = 1000
 
 // upcomingHours counts the follow-ups of the owned due indexes (index(p)
 // nil: not owned) per hour from the hour from falls in, for hours hours:
-// every follow-up after the mark due before their end (those due before
-// from, not fired yet, in the first hour), at most admin.MaxScan, by
-// campaign, read from the user's value (get) for at most
-// admin.MaxValueReads users (the others count as admin.Unread).
+// every follow-up after the mark due before their end and every held one
+// (those due before from, not fired yet, in the first hour), at most
+// admin.MaxScan, by campaign, read from the user's value (get) for at most
+// admin.MaxValueReads users (the others count as admin.Unread). The
+// parked follow-ups are counted apart (admin.UpcomingHours.Parked).
 func upcomingHours(index func(int32) *dueindex.Index, parts int32, get func(string) (any, error), from time.Time, hours int) admin.UpcomingHours {
 	counter := admin.NewHourCounter(from, hours)
 	end := counter.End().UnixNano()
@@ -142,6 +143,22 @@ func upcomingHours(index func(int32) *dueindex.Index, parts int32, get func(stri
 		out.Partitions = append(out.Partitions, p)
 		after := dueindex.Pos{}
 		campaigns := map[string]string{} // user+task → campaign, of the users read in this partition
+		count := func(pos dueindex.Pos) {
+			scanned++
+			key := pos.User + "\x00" + pos.Task
+			c, ok := campaigns[key]
+			if !ok {
+				c = admin.Unread
+				if get != nil && reads < admin.MaxValueReads {
+					reads++
+					readCampaigns(get, pos.User, campaigns)
+					if v, found := campaigns[key]; found {
+						c = v
+					}
+				}
+			}
+			counter.Count(pos.Time(), c, 1)
+		}
 	walk:
 		for {
 			batch := x.Upcoming(after, upcomingBatch)
@@ -157,22 +174,15 @@ func upcomingHours(index func(int32) *dueindex.Index, parts int32, get func(stri
 					out.Truncated = true
 					break walk
 				}
-				scanned++
-				key := pos.User + "\x00" + pos.Task
-				c, ok := campaigns[key]
-				if !ok {
-					c = admin.Unread
-					if get != nil && reads < admin.MaxValueReads {
-						reads++
-						readCampaigns(get, pos.User, campaigns)
-						if v, found := campaigns[key]; found {
-							c = v
-						}
-					}
-				}
-				counter.Count(pos.Time(), c, 1)
+				count(pos)
 			}
 		}
+		held, parked := x.Aside(end, admin.MaxScan-scanned)
+		for _, pos := range held {
+			count(pos)
+		}
+		out.Held += len(held)
+		out.Parked += parked
 	}
 	out.Start, out.Hours = counter.Hours()
 	return out

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +87,58 @@ func TestChartsAreCached(t *testing.T) {
 		if got != step.want || (err != nil) != step.err {
 			t.Fatalf("after %v: %d, %v; want %d (error %v)", step.advance, got, err, step.want, step.err)
 		}
+	}
+}
+
+// A held follow-up (a timer: the mark passed it on another clock) counts
+// in the hour it is due in, by campaign, and as held; a parked one (due,
+// waiting for its user's callback to move it under the policy in force)
+// counts in no hour but as parked, so that the hours and Parked add up to
+// what is pending. The admin API's JSON names both.
+func TestUpcomingHoursCountsHeldAndParked(t *testing.T) {
+	from := time.Date(2026, 12, 3, 14, 20, 0, 0, time.UTC)
+	at := func(h, m int) int64 { return time.Date(2026, 12, 3, h, m, 0, 0, time.UTC).UnixNano() }
+	x := dueindex.NewIndex(nil)
+	x.Update("tick", nil, &dueindex.Value{Mark: &dueindex.Mark{Through: dueindex.Pos{Due: at(14, 10), User: "z", Task: "t"}}})
+	x.Update("held", nil, &dueindex.Value{Pending: []dueindex.Task{{Due: at(14, 5), ID: "h", Held: true}}})
+	x.Update("later", nil, &dueindex.Value{Pending: []dueindex.Task{{Due: at(15, 30), ID: "h", Held: true}}})
+	x.Update("parked", nil, &dueindex.Value{Pending: []dueindex.Task{{Due: at(14, 15), ID: "p"}}})
+	x.Update("ready", nil, &dueindex.Value{Pending: []dueindex.Task{{Due: at(16, 0), ID: "r"}}})
+	due := x.TakeDue(time.Unix(0, at(14, 20)), 0)
+	if len(due) != 1 || due[0].User != "parked" {
+		t.Fatalf("due %v", due)
+	}
+	x.Park(due[0])
+	values := map[string]*pb.UserState{
+		"held":  {Pending: []*pb.Task{{TaskId: "h", Held: true, Action: &pb.Action{CampaignId: "spring"}}}},
+		"later": {Pending: []*pb.Task{{TaskId: "h", Held: true, Action: &pb.Action{CampaignId: "spring"}}}},
+	}
+	get := func(user string) (any, error) {
+		if v, ok := values[user]; ok {
+			return v, nil
+		}
+		return nil, errors.New("not owned here")
+	}
+	h := upcomingHours(func(p int32) *dueindex.Index { return map[int32]*dueindex.Index{0: x}[p] }, 1, get, from, 3)
+	if h.Held != 2 || h.Parked != 1 {
+		t.Fatalf("held %d, parked %d; want 2 and 1", h.Held, h.Parked)
+	}
+	for i, w := range []map[string]int{{"spring": 1}, {"spring": 1}, {admin.Unread: 1}} {
+		got := h.Hours[i]
+		if got.Total != 1 || len(got.Campaigns) != 1 {
+			t.Fatalf("hour %d: %+v, want %v", i, got, w)
+		}
+		for c, n := range w {
+			if got.Campaigns[c] != n {
+				t.Errorf("hour %d: %+v, want %v", i, got, w)
+			}
+		}
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"held":2`) || !strings.Contains(string(b), `"parked":1`) {
+		t.Errorf("JSON %s lacks held and parked", b)
 	}
 }

@@ -130,6 +130,22 @@ func legend(b *strings.Builder, names, colors []string) {
 	}
 }
 
+// asideText says how many of the follow-ups counted are held and how many
+// are parked (in no hour); "" if none is either.
+func asideText(h admin.UpcomingHours) string {
+	var parts []string
+	if h.Held > 0 {
+		parts = append(parts, fmt.Sprintf("%d of them held (a wake fires each at its hour)", h.Held))
+	}
+	if h.Parked > 0 {
+		parts = append(parts, fmt.Sprintf("%d more parked: due, waiting for the calling policy to move them, in no hour", h.Parked))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + "."
+}
+
 // UpcomingChart draws the follow-ups due per hour, stacked by campaign,
 // and the dialers' capacity per hour across them. Each hour whose calls
 // and those left from the hours before exceed the capacity is marked
@@ -169,8 +185,12 @@ func UpcomingChart(h admin.UpcomingHours) string {
 		capText = fmt.Sprintf("the dialers place at most %s calls an hour (--cps %s)", strconv.FormatFloat(h.PerHour, 'f', -1, 64), strconv.FormatFloat(h.CPS, 'f', -1, 64))
 	}
 	desc += " " + capText + "."
-	svgOpen(&b, "chart-upcoming", title, desc, fmt.Sprintf(` data-start="%s" data-hours="%d" data-calls-per-hour="%s" data-total="%d"`,
-		h.Start.UTC().Format(time.RFC3339), len(h.Hours), strconv.FormatFloat(h.PerHour, 'f', -1, 64), sum))
+	aside := asideText(h)
+	if aside != "" {
+		desc += " " + aside
+	}
+	svgOpen(&b, "chart-upcoming", title, desc, fmt.Sprintf(` data-start="%s" data-hours="%d" data-calls-per-hour="%s" data-total="%d" data-held="%d" data-parked="%d"`,
+		h.Start.UTC().Format(time.RFC3339), len(h.Hours), strconv.FormatFloat(h.PerHour, 'f', -1, 64), sum, h.Held, h.Parked))
 	yTicks(&b, ticks, scale, func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) })
 	n := max(len(h.Hours), 1)
 	slot := float64(plotW) / float64(n)
@@ -229,6 +249,11 @@ func UpcomingChart(h admin.UpcomingHours) string {
 			esc(h.Hours[firstBehind].Start.UTC().Format("Jan 2 15:00Z")), num(peak), esc(h.Hours[at].Start.UTC().Format("Jan 2 15:00Z")))
 	} else if h.PerHour > 0 {
 		b.WriteString(". The dialers keep up with every hour shown.")
+	} else {
+		b.WriteString(".")
+	}
+	if aside != "" {
+		fmt.Fprintf(&b, ` <span class="aside">%s</span>`, esc(aside))
 	}
 	if h.Truncated {
 		b.WriteString(" More follow-ups than an instance counts at once: the later hours are short.")

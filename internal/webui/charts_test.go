@@ -221,3 +221,32 @@ func TestPageShowsTheCharts(t *testing.T) {
 		t.Error("the page shows the answer chart despite its error")
 	}
 }
+
+// The held follow-ups (counted in their hours) and the parked ones (in no
+// hour) are said beside the bars, in the caption and as attributes; with
+// neither the caption says nothing of them.
+func TestUpcomingChartSaysHeldAndParked(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	h := admin.UpcomingHours{Start: t0, Dialers: 1, Held: 2, Parked: 3, Hours: []admin.HourCount{
+		{Start: t0, Total: 5, Campaigns: map[string]int{"spring": 5}},
+	}}
+	markup := UpcomingChart(h)
+	var svg []element
+	for _, e := range parseChart(t, markup) {
+		if e.name == "svg" {
+			svg = append(svg, e)
+		}
+	}
+	if len(svg) != 1 || svg[0].attr["data-total"] != "5" || svg[0].attr["data-held"] != "2" || svg[0].attr["data-parked"] != "3" {
+		t.Fatalf("svg %v", svg)
+	}
+	for _, want := range []string{`provider takes them. <span class="aside">2 of them held (a wake fires each at its hour); 3 more parked: due, waiting for the calling policy to move them, in no hour.</span>`} {
+		if !strings.Contains(markup, want) {
+			t.Errorf("chart lacks %q:\n%s", want, markup)
+		}
+	}
+	h.Held, h.Parked = 0, 0
+	if markup := UpcomingChart(h); strings.Contains(markup, `class="aside"`) || strings.Contains(markup, "parked:") || strings.Contains(markup, "held (") {
+		t.Errorf("with none held or parked the chart says so:\n%s", markup)
+	}
+}
