@@ -3,85 +3,19 @@ package dueindex
 import (
 	"math/rand/v2"
 	"slices"
-	"sort"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lovoo/goka/storage"
 
 	"github.com/ivrsched/ivrsched/internal/clock"
+	"github.com/ivrsched/ivrsched/processors/scheduler/dueindex/dueindextest"
 )
 
-// diskMemory is a memory store that keeps the entries of Entries beside
+// newDiskMemory is a memory store that keeps the entries of Entries beside
 // its values, as internal/localstore's stores do with Stores.Index.
-type diskMemory struct {
-	storage.Storage
-	mu      sync.Mutex
-	entries map[string]diskEntry // by sub
-	version string
-	reads   int // IndexRange calls
-}
-
-type diskEntry struct{ key, meta string }
-
-func newDiskMemory() *diskMemory {
-	return &diskMemory{Storage: storage.NewMemory(), entries: make(map[string]diskEntry), version: EntriesVersion}
-}
-
-func (d *diskMemory) index(key string, value []byte, add bool) {
-	if value == nil {
-		return
-	}
-	Entries(parse)(key, value, func(sub, meta []byte) {
-		if add {
-			d.entries[string(sub)] = diskEntry{key, string(meta)}
-		} else {
-			delete(d.entries, string(sub))
-		}
-	})
-}
-
-func (d *diskMemory) Set(key string, value []byte) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old, _ := d.Storage.Get(key)
-	d.index(key, old, false)
-	d.index(key, value, true)
-	return d.Storage.Set(key, value)
-}
-
-func (d *diskMemory) Delete(key string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old, _ := d.Storage.Get(key)
-	d.index(key, old, false)
-	return d.Storage.Delete(key)
-}
-
-func (d *diskMemory) IndexVersion() string { return d.version }
-
-func (d *diskMemory) IndexRange(from, to []byte, fn func(sub []byte, key string, meta []byte) bool) error {
-	d.mu.Lock()
-	d.reads++
-	var subs []string
-	for s := range d.entries {
-		if s >= string(from) && (to == nil || s < string(to)) {
-			subs = append(subs, s)
-		}
-	}
-	sort.Strings(subs)
-	es := make([]diskEntry, len(subs))
-	for i, s := range subs {
-		es[i] = d.entries[s]
-	}
-	d.mu.Unlock()
-	for i, s := range subs {
-		if !fn([]byte(s), es[i].key, []byte(es[i].meta)) {
-			break
-		}
-	}
-	return nil
+func newDiskMemory() *dueindextest.Store {
+	return dueindextest.New(storage.NewMemory(), EntriesVersion, Entries(parse))
 }
 
 // smallWindow makes the window small for the test: ahead seconds ahead, at
