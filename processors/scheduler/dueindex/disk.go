@@ -2,6 +2,7 @@ package dueindex
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -121,6 +122,23 @@ func parseSub(sub []byte, key string) (due int64, task string, err error) {
 	return int64(binary.BigEndian.Uint64(sub[1:9]) ^ 1<<63), string(sub[9+len(key):]), nil
 }
 
+// readEntries calls fn in sub order with the parsed entries of st whose
+// sub is in [from, to), until fn returns false. Every entry is written by
+// Entries, so one that does not parse is a damaged store: it is an error,
+// for skipping it would skip a follow-up.
+func readEntries(st Store, from, to []byte, fn func(sub []byte, due int64, key, task string, meta []byte) bool) error {
+	var bad error
+	err := st.IndexRange(from, to, func(sub []byte, key string, meta []byte) bool {
+		due, task, err := parseSub(sub, key)
+		if err != nil {
+			bad = err
+			return false
+		}
+		return fn(sub, due, key, task, meta)
+	})
+	return errors.Join(err, bad)
+}
+
 // setStore makes the index keep a window of st's entries (see the package
 // comment on disk.go) from now on: it reads the held follow-ups, the
 // replay candidates (Checkpoint, Through] and the first window. Call it
@@ -140,11 +158,7 @@ func (x *Index) setStore(st Store, now time.Time) error {
 		x.nextRet = math.MinInt64 // until the first fill
 	}
 	x.deferred.Clear(false)
-	err := st.IndexRange(bound(kindHeld, math.MinInt64), kindEnd(kindHeld), func(sub []byte, key string, _ []byte) bool {
-		due, task, err := parseSub(sub, key)
-		if err != nil {
-			return true // not an entry of ours
-		}
+	err := readEntries(st, bound(kindHeld, math.MinInt64), kindEnd(kindHeld), func(_ []byte, due int64, key, task string, _ []byte) bool {
 		x.add(x.timers, Pos{due, key, task})
 		return true
 	})
@@ -162,9 +176,8 @@ func (x *Index) setStore(st Store, now time.Time) error {
 // held.
 func (x *Index) readFired(from, to Pos, held bool, fn func(Pos)) error {
 	read := func(kind byte) error {
-		return x.src.IndexRange(bound(kind, from.Due), bound(kind, to.Due+1), func(sub []byte, key string, _ []byte) bool {
-			due, task, err := parseSub(sub, key)
-			if p := (Pos{due, key, task}); err == nil && from.Less(p) && !to.Less(p) {
+		return readEntries(x.src, bound(kind, from.Due), bound(kind, to.Due+1), func(_ []byte, due int64, key, task string, _ []byte) bool {
+			if p := (Pos{due, key, task}); from.Less(p) && !to.Less(p) {
 				fn(p)
 			}
 			return true
@@ -196,22 +209,12 @@ func (x *Index) fill(now int64) error {
 	// A window already holding a batch is not filled further: behind the
 	// clock (a backlog), the ticks take it first.
 	if x.hReady <= now+fillAhead/2 && x.ready.Len() < fillBatch {
-		target := now + fillAhead
-		n, last, h, next := 0, int64(math.MinInt64), target, int64(math.MaxInt64)
-		err := x.src.IndexRange(bound(kindDue, x.hReady), kindEnd(kindDue), func(sub []byte, key string, meta []byte) bool {
-			due, task, err := parseSub(sub, key)
-			if err != nil {
-				return true
-			}
-			if due >= target || n >= fillBatch && due != last {
-				h, next = min(due, target), due
+		h, next, n, err := x.readAhead(kindDue, x.hReady, now+fillAhead, func(due int64, key, task string, meta []byte) bool {
+			p := Pos{due, key, task}
+			if (len(meta) > 0 && meta[0] == firedMeta) || !x.mark.Through.Less(p) {
 				return false
 			}
-			last = due
-			if p := (Pos{due, key, task}); (len(meta) == 0 || meta[0] != firedMeta) && x.mark.Through.Less(p) {
-				x.add(x.ready, p)
-				n++
-			}
+			x.add(x.ready, p)
 			return true
 		})
 		if err != nil {
@@ -221,28 +224,42 @@ func (x *Index) fill(now int64) error {
 		x.outside -= n // counted beyond the window until now
 	}
 	if x.retain > 0 && x.rAct <= now+fillAhead/2-x.retain && x.timers.Len() < fillBatch {
-		target := now + fillAhead - x.retain
-		n, last, h, next := 0, int64(math.MinInt64), target, int64(math.MaxInt64)
-		err := x.src.IndexRange(bound(kindRetention, x.rAct), kindEnd(kindRetention), func(sub []byte, key string, _ []byte) bool {
-			act, _, err := parseSub(sub, key)
-			if err != nil {
-				return true
-			}
-			if act >= target || n >= fillBatch && act != last {
-				h, next = min(act, target), act+x.retain
-				return false
-			}
-			last = act
+		h, next, _, err := x.readAhead(kindRetention, x.rAct, now+fillAhead-x.retain, func(act int64, key, _ string, _ []byte) bool {
 			x.add(x.timers, Pos{act + x.retain, key, RetentionTask})
-			n++
 			return true
 		})
 		if err != nil {
 			return fmt.Errorf("fill the due index's retention timers: %w", err)
 		}
+		if next != math.MaxInt64 {
+			next += x.retain
+		}
 		x.rAct, x.nextRet = max(h, x.rAct), next
 	}
 	return nil
+}
+
+// readAhead reads the store's entries of kind from time from up to target
+// (at most fillBatch taken, and then the rest of the last time read, for
+// Pos order within a time needs them all), handing each to take, which
+// reports whether it took it. It returns the window's new end h, the
+// first time beyond it next (math.MaxInt64: none) and how many were taken.
+// Called with x.mu held.
+func (x *Index) readAhead(kind byte, from, target int64, take func(t int64, key, task string, meta []byte) bool) (h, next int64, n int, err error) {
+	last := int64(math.MinInt64)
+	h, next = target, math.MaxInt64
+	err = readEntries(x.src, bound(kind, from), kindEnd(kind), func(_ []byte, t int64, key, task string, meta []byte) bool {
+		if t >= target || n >= fillBatch && t != last {
+			h, next = min(t, target), t
+			return false
+		}
+		last = t
+		if take(t, key, task, meta) {
+			n++
+		}
+		return true
+	})
+	return h, next, n, err
 }
 
 // readyInWindow reports whether a pending follow-up at p belongs in
@@ -280,11 +297,7 @@ func (x *Index) sweepStore(max int) ([]Pos, error) {
 		from = append(slices.Clone(x.sweep.afterSub), 0)
 	}
 	var ps []Pos
-	err := x.src.IndexRange(from, kindEnd(kindDeferred), func(sub []byte, key string, _ []byte) bool {
-		due, task, err := parseSub(sub, key)
-		if err != nil {
-			return true
-		}
+	err := readEntries(x.src, from, kindEnd(kindDeferred), func(sub []byte, due int64, key, task string, _ []byte) bool {
 		if max > 0 && len(ps) == max {
 			return false
 		}
@@ -303,11 +316,7 @@ func (x *Index) sweepStore(max int) ([]Pos, error) {
 func (x *Index) upcomingStore(after Pos, max int) []Pos {
 	var out []Pos
 	last := int64(math.MinInt64)
-	_ = x.src.IndexRange(bound(kindDue, after.Due), kindEnd(kindDue), func(sub []byte, key string, meta []byte) bool {
-		due, task, err := parseSub(sub, key)
-		if err != nil {
-			return true
-		}
+	_ = readEntries(x.src, bound(kindDue, after.Due), kindEnd(kindDue), func(_ []byte, due int64, key, task string, meta []byte) bool {
 		if len(out) >= max && due != last {
 			return false // the due time's entries are all read: Pos order within it needs them all
 		}

@@ -3,6 +3,7 @@ package dueindex
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,5 +265,31 @@ func TestWindowTimersAndSweep(t *testing.T) {
 	}
 	if got := x.Upcoming(Pos{}, 3); !slices.Equal(got, deferred[1:4]) {
 		t.Fatalf("upcoming %v, want %v (beyond the window, from the store)", got, deferred[1:4])
+	}
+}
+
+// damagedStore holds one due entry whose sub does not carry its key.
+type damagedStore struct{}
+
+func (damagedStore) IndexVersion() string { return EntriesVersion }
+
+func (damagedStore) IndexRange(from, to []byte, fn func(sub []byte, key string, meta []byte) bool) error {
+	sub := subKey(nil, kindDue, t0.UnixNano(), "someone-else", "t1")
+	if string(sub) >= string(from) && (to == nil || string(sub) < string(to)) {
+		fn(sub, "user", []byte{0})
+	}
+	return nil
+}
+
+// An entry that does not parse is a damaged store: reading the window
+// fails (the tick fails its partition) instead of skipping a follow-up.
+func TestDamagedEntryFailsTheFill(t *testing.T) {
+	x := NewIndex(nil)
+	err := x.setStore(damagedStore{}, t0)
+	if err == nil {
+		t.Fatal("a due entry that does not parse was skipped; want an error")
+	}
+	if !strings.Contains(err.Error(), "malformed") {
+		t.Fatalf("error %q does not say the entry is malformed", err)
 	}
 }

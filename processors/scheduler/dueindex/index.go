@@ -731,8 +731,8 @@ func (x *Index) Deferred() []Pos {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var out []Pos
-	_ = x.src.IndexRange(bound(kindDeferred, math.MinInt64), kindEnd(kindDeferred), func(sub []byte, key string, _ []byte) bool {
-		if due, task, err := parseSub(sub, key); err == nil && x.mark.Through.Less(Pos{due, key, task}) {
+	_ = readEntries(x.src, bound(kindDeferred, math.MinInt64), kindEnd(kindDeferred), func(_ []byte, due int64, key, task string, _ []byte) bool {
+		if x.mark.Through.Less(Pos{due, key, task}) {
 			out = append(out, Pos{due, key, task})
 		}
 		return true
