@@ -44,6 +44,17 @@ func (d *Store) index(key string, value []byte, add bool) {
 
 // Set stores value and its entries in place of the old value's.
 func (d *Store) Set(key string, value []byte) error {
+	return d.change(key, value, func() error { return d.Storage.Set(key, value) })
+}
+
+// Delete removes the value and its entries.
+func (d *Store) Delete(key string) error {
+	return d.change(key, nil, func() error { return d.Storage.Delete(key) })
+}
+
+// change replaces the entries of key's old value by those of value (nil:
+// none), then writes.
+func (d *Store) change(key string, value []byte, write func() error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old, err := d.Storage.Get(key)
@@ -52,19 +63,7 @@ func (d *Store) Set(key string, value []byte) error {
 	}
 	d.index(key, old, false)
 	d.index(key, value, true)
-	return d.Storage.Set(key, value)
-}
-
-// Delete removes the value and its entries.
-func (d *Store) Delete(key string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old, err := d.Storage.Get(key)
-	if err != nil {
-		return err
-	}
-	d.index(key, old, false)
-	return d.Storage.Delete(key)
+	return write()
 }
 
 // IndexVersion is the version given to New.
