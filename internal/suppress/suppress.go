@@ -16,8 +16,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -81,11 +83,13 @@ func (k Key) Hash(number string) string {
 
 // Sum is Hash's bytes before hex: what a dialer's record of a call keeps
 // (DialRecord.number_key), half the size.
-func (k Key) Sum(number string) []byte {
+func (k Key) Sum(number string) []byte { return sum(hmac.New(sha256.New, k), number) }
+
+// sum is the keyed hash of number by m, an HMAC under the key, reset.
+func sum(m hash.Hash, number string) []byte {
 	if n, err := phone.Parse(number); err == nil {
 		number = n.E164
 	}
-	m := hmac.New(sha256.New, k)
 	m.Write([]byte(number))
 	return m.Sum(nil)
 }
@@ -129,6 +133,22 @@ type List struct {
 	// Policy, if set, returns the calling policy in force: a campaign it
 	// exempts (suppression_exempt) is not checked.
 	Policy func() *policy.Policy
+
+	// macs holds HMACs under Key for Check to reuse: a new one computes
+	// the key's inner and outer pads again, half of a check's hashing.
+	macs sync.Pool
+}
+
+// hash is Key.Hash with an HMAC from macs.
+func (l *List) hash(number string) string {
+	m, _ := l.macs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, l.Key)
+	}
+	h := hex.EncodeToString(sum(m, number))
+	m.Reset()
+	l.macs.Put(m)
+	return h
 }
 
 // Check implements Checker. An entry that does not decode suppresses (its
@@ -140,7 +160,7 @@ func (l *List) Check(number, campaign string) (*pb.Suppression, error) {
 	if l.Policy != nil && l.Policy().SuppressionExempt(campaign) {
 		return nil, nil
 	}
-	raw, err := l.Get(l.Key.Hash(number))
+	raw, err := l.Get(l.hash(number))
 	if err != nil {
 		return nil, fmt.Errorf("read the suppression list: %w", err)
 	}

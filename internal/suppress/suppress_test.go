@@ -2,9 +2,11 @@ package suppress
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +51,25 @@ func TestHash(t *testing.T) {
 	if a != Key(secret).Hash("+14155550123") {
 		t.Error("hash not deterministic")
 	}
+}
+
+// A list's reused HMACs hash as a new one does, from any goroutine: a
+// reused one not reset would hash the numbers before it too.
+func TestListHashesLikeKey(t *testing.T) {
+	l := &List{Key: Key(secret)}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				n := fmt.Sprintf("+1415555%04d", g*1000+i%7)
+				if got, want := l.hash(n), l.Key.Hash(n); got != want {
+					t.Errorf("number %s: list's hash %s, key's %s", n, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestCheck(t *testing.T) {
