@@ -21,9 +21,10 @@ import (
 // read in sub order (IndexRange) at a cost proportional to what is read,
 // without a scan of the table at open.
 //
-// A write drops the entries of the key's old value: the writer reads it from
-// LevelDB (which holds exactly the state before the batch) or from the
-// batch. A store opened with another index version than it was written with
+// A write drops the entries of the key's old value: the writer takes it from
+// the batch, or from the values the store keeps of the keys read or written
+// last (recent.go, which match LevelDB), or else reads it from LevelDB
+// (which holds exactly the state before the batch). A store opened with another index version than it was written with
 // (none: written before the index existed) rebuilds the index once, with one
 // scan, before Goka restores its tail; the version is written last, so a
 // rebuild cut off is done again.
@@ -107,11 +108,13 @@ func parseIndexValue(v []byte) (key string, meta []byte, err error) {
 }
 
 // oldValue is what LevelDB holds for key before the batch being built:
-// pending holds the values the batch already writes (nil: a delete).
+// pending holds the values the batch already writes (nil: a delete), and
+// those LevelDB holds that the writer knew (keptValues).
 func (s *store) oldValue(key string, pending map[string][]byte) ([]byte, error) {
 	if v, ok := pending[key]; ok {
 		return v, nil
 	}
+	s.oldReads.Add(1)
 	v, err := s.db.Get([]byte(key), nil)
 	if errors.Is(err, leveldb.ErrNotFound) {
 		return nil, nil

@@ -239,3 +239,51 @@ func TestLevelOneHoldsTenMiB(t *testing.T) {
 		t.Fatalf("level 1 holds %d bytes, want %d", got, 10<<20)
 	}
 }
+
+// The writer takes a key's old value from what the store last read or
+// wrote of it (a callback reads a user's value before it writes it; a new
+// key's read finds it absent in the key filter), and reads LevelDB only for
+// a key it does not know: the entries of the old value go all the same.
+func TestWriterTakesOldValuesItKnows(t *testing.T) {
+	f := newFixture(t, t.TempDir(), newLogger(io.Discard))
+	f.stores.Index("1", tokens(""))
+	f.build = f.stores.Builder()
+	st := f.open(t, "table", 0)
+	defer mustClose(t, st)
+	restore(t, st, 0, "a", "x", "b", "w")
+	s := st.(*store)
+	base := s.oldReads.Load()
+
+	if got := mustGet(t, st, "a"); got != "x" { // read from LevelDB, kept
+		t.Fatalf("Get(a) = %s, want x", got)
+	}
+	if got := mustGet(t, st, "n"); got != "<nil>" { // absent by the key filter
+		t.Fatalf("Get(n) = %s, want nothing", got)
+	}
+	ea := f.set(t, st, "table", "a", "y")
+	en := f.set(t, st, "table", "n", "z")
+	f.fake.ack(ea, 0, 10)
+	f.fake.ack(en, 0, 11)
+	waitOffset(t, st, 11)
+	if got := s.oldReads.Load() - base; got != 0 {
+		t.Errorf("the writer read %d old values from LevelDB for keys just read, want 0", got)
+	}
+	if got, want := entriesOf(t, st, "", ""), []string{"w/b=b:w", "y/a=a:y", "z/n=n:z"}; !slices.Equal(got, want) {
+		t.Fatalf("entries %v, want %v (a's x gone)", got, want)
+	}
+
+	// Written twice without a read in between: known from the first write.
+	ea = f.set(t, st, "table", "a", "v")
+	f.fake.ack(ea, 0, 12)
+	waitOffset(t, st, 12)
+	// b was never read since the restore: its old value comes from LevelDB.
+	eb := f.set(t, st, "table", "b", "u")
+	f.fake.ack(eb, 0, 13)
+	waitOffset(t, st, 13)
+	if got := s.oldReads.Load() - base; got != 1 {
+		t.Errorf("the writer read %d old values from LevelDB, want 1 (b's)", got)
+	}
+	if got, want := entriesOf(t, st, "", ""), []string{"u/b=b:u", "v/a=a:v", "z/n=n:z"}; !slices.Equal(got, want) {
+		t.Fatalf("entries %v, want %v", got, want)
+	}
+}

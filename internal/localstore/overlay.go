@@ -98,6 +98,7 @@ func (s *store) lookup(key string) (value []byte, found bool, gen uint64, err er
 		return e.value, true, 0, nil
 	}
 	if s.keys != nil && !s.keys.mayHave(key) {
+		s.recent.put(key, nil) // absent from LevelDB too: the writer of a first write reads nothing
 		return nil, true, 0, nil
 	}
 	value, found = s.recent.get(key)
@@ -217,6 +218,26 @@ func (s *store) writer() {
 	}
 }
 
+// keptValues returns, by key, the values recent holds of the keys of acks:
+// what LevelDB holds for them before acks are written, since the writer
+// (which has written every earlier batch and put its values in recent) is
+// the only one that writes LevelDB after the restore, and a read keeps what
+// it found only if no callback wrote since (remember). The writer reads the
+// others from LevelDB (oldValue). The callback that wrote a key mostly read
+// it just before, so its old value is mostly there. Called with mu held.
+func (s *store) keptValues(acks []ack) map[string][]byte {
+	vals := make(map[string][]byte, len(acks))
+	for _, a := range acks {
+		if _, ok := vals[a.key]; ok {
+			continue
+		}
+		if v, ok := s.recent.get(a.key); ok {
+			vals[a.key] = v
+		}
+	}
+	return vals
+}
+
 // writeAcked writes the acknowledged writes waiting, then drops them from the
 // overlay (only then: a read finds a key in the overlay or in LevelDB). It
 // returns a slice to collect the next ones in.
@@ -229,16 +250,16 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 	if s.complete {
 		stamp = s.stores.now()
 	}
+	var vals map[string][]byte // with an index: the values b writes, by key, first what LevelDB has
+	if s.stores.indexer != nil && len(acks) > 0 {
+		vals = s.keptValues(acks)
+	}
 	s.mu.Unlock()
 	if len(acks) == 0 {
 		return acks
 	}
 	b.Reset()
 	var err error
-	var vals map[string][]byte // with an index: the values b writes, by key
-	if s.stores.indexer != nil {
-		vals = make(map[string][]byte, len(acks))
-	}
 	for _, a := range acks {
 		var old []byte
 		if vals != nil {

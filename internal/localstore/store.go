@@ -251,6 +251,9 @@ type store struct {
 	// write keeps nothing (remember).
 	recent *recent
 	gen    uint64
+	// oldReads counts the old values read from LevelDB (oldValue) for the
+	// index by the writer and the restore.
+	oldReads atomic.Int64
 	acks   []ack     // acknowledged, for the writer
 	wrote  sync.Cond // broadcast when the writer wrote a batch (tests wait on it)
 	closed bool      // no more acknowledgements
