@@ -88,8 +88,8 @@ func cmdShow(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *user == "" {
-		return badFlag("user", "required; want a user id")
+	if err := requireUser(*user); err != nil {
+		return err
 	}
 	c, err := instancesClient(&k, inst)
 	if err != nil {

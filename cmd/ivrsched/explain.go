@@ -30,8 +30,8 @@ func cmdExplain(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *user == "" {
-		return badFlag("user", "required; want a user id")
+	if err := requireUser(*user); err != nil {
+		return err
 	}
 	now := time.Now()
 	from, err := admin.ParseSince(*since, now)

@@ -26,6 +26,15 @@ func badFlag(name, format string, args ...any) error {
 	return usageError{fmt.Sprintf("--%s: %s", name, fmt.Sprintf(format, args...))}
 }
 
+// requireUser is the error of a command run without --user (none if user
+// is set): every command about one user needs its id.
+func requireUser(user string) error {
+	if user == "" {
+		return badFlag("user", "required; want a user id")
+	}
+	return nil
+}
+
 // newFlagSet returns a flag set whose parse errors are one line on stderr.
 func newFlagSet(name, summary string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)

@@ -64,10 +64,7 @@ func (c *commandFlags) parse(fs *flag.FlagSet, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if c.user == "" {
-		return badFlag("user", "required; want a user id")
-	}
-	return nil
+	return requireUser(c.user)
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {
