@@ -254,10 +254,10 @@ type store struct {
 	// oldReads counts the old values read from LevelDB (oldValue) for the
 	// index by the writer and the restore.
 	oldReads atomic.Int64
-	acks   []ack     // acknowledged, for the writer
-	wrote  sync.Cond // broadcast when the writer wrote a batch (tests wait on it)
-	closed bool      // no more acknowledgements
-	werr   error     // the writer failed: the store takes no more writes
+	acks     []ack     // acknowledged, for the writer
+	wrote    sync.Cond // broadcast when the writer wrote a batch (tests wait on it)
+	closed   bool      // no more acknowledgements
+	werr     error     // the writer failed: the store takes no more writes
 	// cleanAt is the offset a clean close stamped (stampCaughtUp), -1
 	// after any other close.
 	cleanAt int64
