@@ -82,7 +82,12 @@ func mountAdmin(r *mux.Router, cfg Config, run *Running, roles []*role) {
 					continue
 				}
 				page.Partitions = append(page.Partitions, p)
-				page.Upcoming = append(page.Upcoming, upcoming(x, p, get["scheduler"], from, to, campaign, limit)...)
+				up, err := upcoming(x, p, get["scheduler"], from, to, campaign, limit)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				page.Upcoming = append(page.Upcoming, up...)
 			}
 			slices.SortFunc(page.Upcoming, func(a, b admin.Upcoming) int {
 				return dueindex.Compare(dueindex.Pos{Due: a.DueAt.UnixNano(), User: a.UserID, Task: a.TaskID},
@@ -167,15 +172,19 @@ func userValue(v any, settle func(*pb.UserState) *pb.UserState, mask bool) (json
 // upcoming pages through one partition's due index from from, reading each
 // follow-up's user value for its requested time and campaign, until it has
 // limit follow-ups of campaign (any if empty) due by to (zero: any time),
-// or has looked at 100 times limit.
-func upcoming(x *dueindex.Index, part int32, get func(string) (any, error), from, to time.Time, campaign string, limit int) []admin.Upcoming {
+// or has looked at 100 times limit. An error is the index's (its store could
+// not be read): the partition's list would not be complete.
+func upcoming(x *dueindex.Index, part int32, get func(string) (any, error), from, to time.Time, campaign string, limit int) ([]admin.Upcoming, error) {
 	var out []admin.Upcoming
 	after := dueindex.Pos{}
 	if !from.IsZero() {
 		after.Due = from.UnixNano()
 	}
 	for looked := 0; len(out) < limit && looked < 100*limit; {
-		batch := x.Upcoming(after, limit)
+		batch, err := x.Upcoming(after, limit)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: %w", part, err)
+		}
 		if len(batch) == 0 {
 			break
 		}
@@ -183,7 +192,7 @@ func upcoming(x *dueindex.Index, part int32, get func(string) (any, error), from
 			looked++
 			after = p
 			if !to.IsZero() && p.Time().After(to) {
-				return out
+				return out, nil
 			}
 			u := admin.Upcoming{UserID: p.User, TaskID: p.Task, DueAt: p.Time().UTC(), Partition: part}
 			if get != nil {
@@ -209,5 +218,5 @@ func upcoming(x *dueindex.Index, part int32, get func(string) (any, error), from
 			}
 		}
 	}
-	return out
+	return out, nil
 }

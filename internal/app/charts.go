@@ -51,7 +51,12 @@ func mountCharts(r *mux.Router, cfg Config, run *Running, roles []*role) {
 					return
 				}
 			}
-			writeJSON(w, http.StatusOK, upcomingHours(run.Scheduler.Punctuator().Index, parts, get, from, hours))
+			h, err := upcomingHours(run.Scheduler.Punctuator().Index, parts, get, from, hours)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			writeJSON(w, http.StatusOK, h)
 		})
 	}
 	if run.Lateness != nil {
@@ -129,8 +134,9 @@ const upcomingBatch = 1000
 // (those due before from, not fired yet, in the first hour), at most
 // admin.MaxScan, by campaign, read from the user's value (get) for at most
 // admin.MaxValueReads users (the others count as admin.Unread). The
-// parked follow-ups are counted apart (admin.UpcomingHours.Parked).
-func upcomingHours(index func(int32) *dueindex.Index, parts int32, get func(string) (any, error), from time.Time, hours int) admin.UpcomingHours {
+// parked follow-ups are counted apart (admin.UpcomingHours.Parked). An
+// error is an index's (its store could not be read): no partial counts.
+func upcomingHours(index func(int32) *dueindex.Index, parts int32, get func(string) (any, error), from time.Time, hours int) (admin.UpcomingHours, error) {
 	counter := admin.NewHourCounter(from, hours)
 	end := counter.End().UnixNano()
 	out := admin.UpcomingHours{Partitions: []int32{}}
@@ -161,7 +167,10 @@ func upcomingHours(index func(int32) *dueindex.Index, parts int32, get func(stri
 		}
 	walk:
 		for {
-			batch := x.Upcoming(after, upcomingBatch)
+			batch, err := x.Upcoming(after, upcomingBatch)
+			if err != nil {
+				return admin.UpcomingHours{}, fmt.Errorf("partition %d: %w", p, err)
+			}
 			if len(batch) == 0 {
 				break
 			}
@@ -185,7 +194,7 @@ func upcomingHours(index func(int32) *dueindex.Index, parts int32, get func(stri
 		out.Parked += parked
 	}
 	out.Start, out.Hours = counter.Hours()
-	return out
+	return out, nil
 }
 
 // readCampaigns adds the campaigns of the user's pending follow-ups to

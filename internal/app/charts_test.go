@@ -35,7 +35,10 @@ func TestUpcomingHoursCountsTheDueIndexes(t *testing.T) {
 		return nil, errors.New("not owned here")
 	}
 	index := func(p int32) *dueindex.Index { return map[int32]*dueindex.Index{0: x0, 2: x2}[p] }
-	h := upcomingHours(index, 4, get, from, 3)
+	h, err := upcomingHours(index, 4, get, from, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(h.Partitions) != 2 || h.Partitions[0] != 0 || h.Partitions[1] != 2 || !h.Start.Equal(from.Truncate(time.Hour)) || h.Truncated {
 		t.Fatalf("answer %+v", h)
 	}
@@ -119,7 +122,10 @@ func TestUpcomingHoursCountsHeldAndParked(t *testing.T) {
 		}
 		return nil, errors.New("not owned here")
 	}
-	h := upcomingHours(func(p int32) *dueindex.Index { return map[int32]*dueindex.Index{0: x}[p] }, 1, get, from, 3)
+	h, err := upcomingHours(func(p int32) *dueindex.Index { return map[int32]*dueindex.Index{0: x}[p] }, 1, get, from, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if h.Held != 2 || h.Parked != 1 {
 		t.Fatalf("held %d, parked %d; want 2 and 1", h.Held, h.Parked)
 	}

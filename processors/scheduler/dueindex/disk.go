@@ -313,10 +313,10 @@ func (x *Index) sweepStore(max int) ([]Pos, error) {
 // upcomingStore reads up to max pending follow-ups after after from the
 // store, at or after the window's end, in firing order. Called with x.mu
 // held.
-func (x *Index) upcomingStore(after Pos, max int) []Pos {
+func (x *Index) upcomingStore(after Pos, max int) ([]Pos, error) {
 	var out []Pos
 	last := int64(math.MinInt64)
-	_ = readEntries(x.src, bound(kindDue, after.Due), kindEnd(kindDue), func(_ []byte, due int64, key, task string, meta []byte) bool {
+	err := readEntries(x.src, bound(kindDue, after.Due), kindEnd(kindDue), func(_ []byte, due int64, key, task string, meta []byte) bool {
 		if len(out) >= max && due != last {
 			return false // the due time's entries are all read: Pos order within it needs them all
 		}
@@ -326,11 +326,14 @@ func (x *Index) upcomingStore(after Pos, max int) []Pos {
 		}
 		return true
 	})
+	if err != nil {
+		return nil, fmt.Errorf("list the follow-ups due from %s: %w", after.Time().UTC().Format(time.RFC3339Nano), err)
+	}
 	slices.SortFunc(out, Compare)
 	if len(out) > max {
 		out = out[:max]
 	}
-	return out
+	return out, nil
 }
 
 // FiredBetween, for an index with a store, reads the positions in (from,

@@ -1,6 +1,7 @@
 package dueindex
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -263,7 +264,7 @@ func TestWindowTimersAndSweep(t *testing.T) {
 	if ps, done, err := x.SweepDeferred("v3", 0); err != nil || !done || !slices.Equal(ps, deferred[1:]) {
 		t.Fatalf("sweep after the mark: %v %v %v, want %v", ps, done, err, deferred[1:])
 	}
-	if got := x.Upcoming(Pos{}, 3); !slices.Equal(got, deferred[1:4]) {
+	if got := mustUpcoming(t, x, Pos{}, 3); !slices.Equal(got, deferred[1:4]) {
 		t.Fatalf("upcoming %v, want %v (beyond the window, from the store)", got, deferred[1:4])
 	}
 }
@@ -291,5 +292,35 @@ func TestDamagedEntryFailsTheFill(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "malformed") {
 		t.Fatalf("error %q does not say the entry is malformed", err)
+	}
+}
+
+// brokenStore reads nothing while it works and fails once broken.
+type brokenStore struct{ broken bool }
+
+func (*brokenStore) IndexVersion() string { return EntriesVersion }
+
+func (s *brokenStore) IndexRange(from, to []byte, fn func(sub []byte, key string, meta []byte) bool) error {
+	if s.broken {
+		return errors.New("input/output error")
+	}
+	return nil
+}
+
+// Upcoming reports a store it cannot read beyond the window: the admin
+// API answers with the error, not with a list that looks complete.
+func TestUpcomingReportsAnUnreadableStore(t *testing.T) {
+	st := &brokenStore{}
+	x := NewIndex(nil)
+	if err := x.setStore(st, t0); err != nil {
+		t.Fatal(err)
+	}
+	if ps := mustUpcoming(t, x, Pos{}, 3); len(ps) != 0 {
+		t.Fatalf("upcoming %v of an empty store", ps)
+	}
+	st.broken = true
+	ps, err := x.Upcoming(Pos{}, 3)
+	if err == nil || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("Upcoming of a store that cannot be read: %v, %v; want its error", ps, err)
 	}
 }

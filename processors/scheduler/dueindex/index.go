@@ -625,14 +625,18 @@ func (x *Index) Len() int {
 }
 
 // Pending returns a copy of the follow-ups after the mark, in firing order,
-// for tests and tools: with a store, the window's and then the store's
-// beyond it (a read of all of them).
+// for tests: with a store, the window's and then the store's beyond it (a
+// read of all of them; one that fails panics, failing the test).
 func (x *Index) Pending() []Pos {
 	out := x.all(x.ready)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.src != nil {
-		out = append(out, x.upcomingStore(Pos{Due: x.hReady}, math.MaxInt)...)
+		more, err := x.upcomingStore(Pos{Due: x.hReady}, math.MaxInt)
+		if err != nil {
+			panic(fmt.Sprintf("dueindex: Pending: %v", err))
+		}
+		out = append(out, more...)
 	}
 	return out
 }
@@ -720,7 +724,8 @@ func (x *Index) Sweeping() bool {
 }
 
 // Deferred returns a copy of the deferred follow-ups after the mark, in
-// order, for tests and tools (with a store, read from it).
+// order, for tests (with a store, read from it; a read that fails panics,
+// failing the test).
 func (x *Index) Deferred() []Pos {
 	x.mu.Lock()
 	src := x.src
@@ -731,12 +736,15 @@ func (x *Index) Deferred() []Pos {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var out []Pos
-	_ = readEntries(x.src, bound(kindDeferred, math.MinInt64), kindEnd(kindDeferred), func(_ []byte, due int64, key, task string, _ []byte) bool {
+	err := readEntries(x.src, bound(kindDeferred, math.MinInt64), kindEnd(kindDeferred), func(_ []byte, due int64, key, task string, _ []byte) bool {
 		if x.mark.Through.Less(Pos{due, key, task}) {
 			out = append(out, Pos{due, key, task})
 		}
 		return true
 	})
+	if err != nil {
+		panic(fmt.Sprintf("dueindex: Deferred: %v", err))
+	}
 	slices.SortFunc(out, Compare)
 	return out
 }

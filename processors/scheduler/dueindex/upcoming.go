@@ -4,8 +4,9 @@ package dueindex
 // the mark that come after the position after (Pos{Due: t}: those due at
 // or after t), without taking them: what the admin API lists. It
 // walks the B-tree from after, so it costs O(log n + max), not the table.
-// Held follow-ups (timers) and parked ones are not listed: Aside.
-func (x *Index) Upcoming(after Pos, max int) []Pos {
+// Held follow-ups (timers) and parked ones are not listed: Aside. An
+// error is the store's, read beyond the window: the list is not complete.
+func (x *Index) Upcoming(after Pos, max int) ([]Pos, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var out []Pos
@@ -24,9 +25,13 @@ func (x *Index) Upcoming(after Pos, max int) []Pos {
 		if from.Due < x.hReady {
 			from = Pos{Due: x.hReady}
 		}
-		out = append(out, x.upcomingStore(from, max-len(out))...)
+		more, err := x.upcomingStore(from, max-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
 	}
-	return out
+	return out, nil
 }
 
 // Aside returns what Upcoming does not list: the held follow-ups due

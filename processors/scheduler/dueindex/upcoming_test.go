@@ -11,11 +11,11 @@ func TestUpcomingPagesInFiringOrderWithoutTaking(t *testing.T) {
 	x.Update("b", nil, &Value{Pending: []Task{{Due: t0.Add(2 * time.Second).UnixNano(), ID: "t"}}})
 	x.Update("a", nil, &Value{Pending: []Task{{Due: t0.Add(time.Second).UnixNano(), ID: "t"}, {Due: t0.Add(3 * time.Second).UnixNano(), ID: "u"}}})
 	x.Update("c", nil, &Value{Pending: []Task{{Due: t0.Add(2 * time.Second).UnixNano(), ID: "t"}}})
-	first := x.Upcoming(Pos{Due: t0.Add(2 * time.Second).UnixNano()}, 2)
+	first := mustUpcoming(t, x, Pos{Due: t0.Add(2 * time.Second).UnixNano()}, 2)
 	if len(first) != 2 || first[0].User != "b" || first[1].User != "c" {
 		t.Fatalf("first page from t0+2s: %+v", first)
 	}
-	next := x.Upcoming(first[1], 2)
+	next := mustUpcoming(t, x, first[1], 2)
 	if len(next) != 1 || next[0].User != "a" || next[0].Task != "u" {
 		t.Fatalf("page after %+v: %+v", first[1], next)
 	}
@@ -50,7 +50,17 @@ func TestAsideListsHeldAndCountsParked(t *testing.T) {
 	if held, _ := x.Aside(t0.UnixNano(), 1); len(held) != 1 || held[0].User != "h1" {
 		t.Fatalf("at most one: %+v", held)
 	}
-	if up := x.Upcoming(Pos{}, 10); len(up) != 1 || up[0].User != "q" {
+	if up := mustUpcoming(t, x, Pos{}, 10); len(up) != 1 || up[0].User != "q" {
 		t.Fatalf("Upcoming %+v, want q alone", up)
 	}
+}
+
+// mustUpcoming is x.Upcoming, failing the test on an error.
+func mustUpcoming(t *testing.T, x *Index, after Pos, max int) []Pos {
+	t.Helper()
+	ps, err := x.Upcoming(after, max)
+	if err != nil {
+		t.Fatalf("Upcoming(%v, %d): %v", after, max, err)
+	}
+	return ps
 }
