@@ -153,5 +153,5 @@ func numberKey(k suppress.Key) func(string) []byte {
 	if len(k) == 0 {
 		return nil
 	}
-	return k.Sum
+	return (&suppress.Hasher{Key: k}).Sum // one per dialer: its HMACs reused
 }

@@ -99,7 +99,7 @@ func (sv *suppressionView) Get(key string) ([]byte, error) {
 
 // list is the checker the roles use.
 func (sv *suppressionView) list(cfg Config, pv *policyView) *suppress.List {
-	return &suppress.List{Get: sv.Get, Key: cfg.SuppressionKey, Clock: cfg.Clock, Policy: pv.Current}
+	return &suppress.List{Get: sv.Get, Hasher: suppress.Hasher{Key: cfg.SuppressionKey}, Clock: cfg.Clock, Policy: pv.Current}
 }
 
 // both is closed once a and b are.

@@ -83,15 +83,33 @@ func (k Key) Hash(number string) string {
 
 // Sum is Hash's bytes before hex: what a dialer's record of a call keeps
 // (DialRecord.number_key), half the size.
-func (k Key) Sum(number string) []byte { return sum(hmac.New(sha256.New, k), number) }
+func (k Key) Sum(number string) []byte { return (&Hasher{Key: k}).Sum(number) }
 
-// sum is the keyed hash of number by m, an HMAC under the key, reset.
-func sum(m hash.Hash, number string) []byte {
+// Hasher is Key's Hash and Sum for many numbers: it reuses its HMACs, for a
+// new one computes the key's inner and outer pads again, half of a number's
+// hashing. Safe for concurrent use; not to be copied once used.
+type Hasher struct {
+	Key  Key
+	macs sync.Pool // of HMACs under Key, reset
+}
+
+// Hash is Key.Hash.
+func (h *Hasher) Hash(number string) string { return hex.EncodeToString(h.Sum(number)) }
+
+// Sum is Key.Sum.
+func (h *Hasher) Sum(number string) []byte {
 	if n, err := phone.Parse(number); err == nil {
 		number = n.E164
 	}
+	m, _ := h.macs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, h.Key)
+	}
 	m.Write([]byte(number))
-	return m.Sum(nil)
+	b := m.Sum(nil)
+	m.Reset()
+	h.macs.Put(m)
+	return b
 }
 
 // OptOutReason is the reason of an entry a recipient's opt-out added.
@@ -127,28 +145,13 @@ type List struct {
 	// Get reads the value stored under a record key (a Goka view's Get;
 	// nil bytes: none).
 	Get func(key string) ([]byte, error)
-	Key Key
+	// Hasher hashes the numbers into record keys under the deployment's key.
+	Hasher
 	// Clock: an entry whose until is not after its Now does not suppress.
 	Clock clock.Clock
 	// Policy, if set, returns the calling policy in force: a campaign it
 	// exempts (suppression_exempt) is not checked.
 	Policy func() *policy.Policy
-
-	// macs holds HMACs under Key for Check to reuse: a new one computes
-	// the key's inner and outer pads again, half of a check's hashing.
-	macs sync.Pool
-}
-
-// hash is Key.Hash with an HMAC from macs.
-func (l *List) hash(number string) string {
-	m, _ := l.macs.Get().(hash.Hash)
-	if m == nil {
-		m = hmac.New(sha256.New, l.Key)
-	}
-	h := hex.EncodeToString(sum(m, number))
-	m.Reset()
-	l.macs.Put(m)
-	return h
 }
 
 // Check implements Checker. An entry that does not decode suppresses (its
@@ -160,7 +163,7 @@ func (l *List) Check(number, campaign string) (*pb.Suppression, error) {
 	if l.Policy != nil && l.Policy().SuppressionExempt(campaign) {
 		return nil, nil
 	}
-	raw, err := l.Get(l.hash(number))
+	raw, err := l.Get(l.Hash(number))
 	if err != nil {
 		return nil, fmt.Errorf("read the suppression list: %w", err)
 	}

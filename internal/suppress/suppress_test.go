@@ -56,13 +56,13 @@ func TestHash(t *testing.T) {
 // A list's reused HMACs hash as a new one does, from any goroutine: a
 // reused one not reset would hash the numbers before it too.
 func TestListHashesLikeKey(t *testing.T) {
-	l := &List{Key: Key(secret)}
+	l := &List{Hasher: Hasher{Key: Key(secret)}}
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 200 {
 				n := fmt.Sprintf("+1415555%04d", g*1000+i%7)
-				if got, want := l.hash(n), l.Key.Hash(n); got != want {
+				if got, want := l.Hash(n), l.Key.Hash(n); got != want {
 					t.Errorf("number %s: list's hash %s, key's %s", n, got, want)
 					return
 				}
@@ -84,7 +84,7 @@ func TestCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &List{Get: func(key string) ([]byte, error) { return store[key], nil }, Key: k, Clock: clk, Policy: func() *policy.Policy { return pol }}
+	l := &List{Get: func(key string) ([]byte, error) { return store[key], nil }, Hasher: Hasher{Key: k}, Clock: clk, Policy: func() *policy.Policy { return pol }}
 	put("+14155550123", &pb.Suppression{Reason: "opt-out", Until: timestamppb.New(clk.Now().Add(time.Hour))})
 	store[k.Hash("+14155550124")] = []byte{0xff}
 	if e, err := l.Check("+14155550123", "reminder"); err != nil || e.GetReason() != "opt-out" {

@@ -36,7 +36,7 @@ type suppressions struct {
 // withSuppressions gives the scheduler the list l (set up by suppressed).
 func withSuppressions(l **suppress.List) func(*Config) {
 	return func(c *Config) {
-		*l = &suppress.List{Key: testKey, Clock: c.Clock}
+		*l = &suppress.List{Hasher: suppress.Hasher{Key: testKey}, Clock: c.Clock}
 		c.Suppressions = *l
 	}
 }
