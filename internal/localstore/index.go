@@ -24,10 +24,11 @@ import (
 // A write drops the entries of the key's old value: the writer takes it from
 // the batch, or from the values the store keeps of the keys read or written
 // last (recent.go, which match LevelDB), or else reads it from LevelDB
-// (which holds exactly the state before the batch). A store opened with another index version than it was written with
-// (none: written before the index existed) rebuilds the index once, with one
-// scan, before Goka restores its tail; the version is written last, so a
-// rebuild cut off is done again.
+// (which holds exactly the state before the batch). A store opened with
+// another index version than it was written with (none: written before the
+// index existed) rebuilds the index once, with one scan, before Goka
+// restores its tail; the version is written last, so a rebuild cut off is
+// done again.
 
 // IndexPrefix starts the LevelDB keys of the secondary index: IndexPrefix +
 // sub, whose value is uvarint(len(key)) + key + meta. IndexPrefix alone

@@ -260,11 +260,14 @@ func TestWriterTakesOldValuesItKnows(t *testing.T) {
 	if got := mustGet(t, st, "n"); got != "<nil>" { // absent by the key filter
 		t.Fatalf("Get(n) = %s, want nothing", got)
 	}
-	ea := f.set(t, st, "table", "a", "y")
-	en := f.set(t, st, "table", "n", "z")
-	f.fake.ack(ea, 0, 10)
-	f.fake.ack(en, 0, 11)
-	waitOffset(t, st, 11)
+	// write sets key to value and waits until the writer wrote it at offset.
+	write := func(key, value string, offset int64) {
+		t.Helper()
+		f.fake.ack(f.set(t, st, "table", key, value), 0, offset)
+		waitOffset(t, st, offset)
+	}
+	write("a", "y", 10)
+	write("n", "z", 11)
 	if got := s.oldReads.Load() - base; got != 0 {
 		t.Errorf("the writer read %d old values from LevelDB for keys just read, want 0", got)
 	}
@@ -273,13 +276,9 @@ func TestWriterTakesOldValuesItKnows(t *testing.T) {
 	}
 
 	// Written twice without a read in between: known from the first write.
-	ea = f.set(t, st, "table", "a", "v")
-	f.fake.ack(ea, 0, 12)
-	waitOffset(t, st, 12)
+	write("a", "v", 12)
 	// b was never read since the restore: its old value comes from LevelDB.
-	eb := f.set(t, st, "table", "b", "u")
-	f.fake.ack(eb, 0, 13)
-	waitOffset(t, st, 13)
+	write("b", "u", 13)
 	if got := s.oldReads.Load() - base; got != 1 {
 		t.Errorf("the writer read %d old values from LevelDB, want 1 (b's)", got)
 	}

@@ -244,6 +244,10 @@ func (s *store) keptValues(acks []ack) map[string][]byte {
 func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 	s.mu.Lock()
 	acks := s.acks
+	if len(acks) == 0 {
+		s.mu.Unlock()
+		return acks
+	}
 	s.acks = spare[:0]
 	offset := s.offset
 	stamp := s.restoreStamp // an unchecked restore: not caught up now
@@ -251,13 +255,10 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 		stamp = s.stores.now()
 	}
 	var vals map[string][]byte // with an index: the values b writes, by key, first what LevelDB has
-	if s.stores.indexer != nil && len(acks) > 0 {
+	if s.stores.indexer != nil {
 		vals = s.keptValues(acks)
 	}
 	s.mu.Unlock()
-	if len(acks) == 0 {
-		return acks
-	}
 	b.Reset()
 	var err error
 	for _, a := range acks {
