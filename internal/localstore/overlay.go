@@ -246,7 +246,7 @@ func (s *store) writeAcked(b *leveldb.Batch, spare []ack) []ack {
 	acks := s.acks
 	if len(acks) == 0 {
 		s.mu.Unlock()
-		return acks
+		return spare // s.acks stays the store's
 	}
 	s.acks = spare[:0]
 	offset := s.offset
