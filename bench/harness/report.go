@@ -181,6 +181,16 @@ func ScaleMarkdown(w io.Writer, ss []ScaleResult) {
 			float64(s.DiskBytes)/(1<<20), float64(s.BrokerBytes)/(1<<20), st.P50Ms, st.P99Ms, st.MaxMs, st.Early,
 			s.RestartFirstSec, s.RestartLost, s.RestartDups, placed)
 	}
+	for _, s := range ss {
+		if len(s.Progress) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nIntake of %s, %d scheduled of %d asked, with a time budget (applied by then):", s.System, s.Pending, s.Asked)
+		for _, p := range s.Progress {
+			fmt.Fprintf(w, " %.1f M at %.0f s;", float64(p.Applied)/1e6, p.Sec)
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // RetentionMarkdown writes the retention phase: a row per state of the

@@ -13,6 +13,8 @@ type Scalable interface {
 	System
 	// Applied returns once the system has taken in every scheduled task.
 	Applied(ctx context.Context) error
+	// Backlog is how many scheduled tasks the system has not yet taken in.
+	Backlog(ctx context.Context) (int64, error)
 	// DiskBytes is the size of the system's own local state.
 	DiskBytes() int64
 	// LiveHeapBytes is what the system's heap holds after a garbage
@@ -27,12 +29,17 @@ type ScaleResult struct {
 	// The floor's steady p99 of a run just before this one (0: none).
 	FloorSteadyP99Ms float64 `json:"floor_steady_p99_ms,omitempty"`
 	// Prefire is what the first fires before the steady phase measured (Workload.Prefire), if any.
-	Prefire       *Phase  `json:"prefire,omitempty"`
-	Pending       int     `json:"pending"`
-	IngestPerSec  float64 `json:"ingest_per_sec"`  // accepted by the broker
-	AppliedPerSec float64 `json:"applied_per_sec"` // taken into the system's state
-	RSSBytes      int64   `json:"rss_bytes"`
-	RSSPerPending float64 `json:"rss_bytes_per_pending"`
+	Prefire *Phase `json:"prefire,omitempty"`
+	Pending int    `json:"pending"`
+	// Asked is the pending asked for; with a time budget (Scale.For) the
+	// phase stops scheduling when the budget is spent, Pending short of it.
+	Asked int `json:"asked,omitempty"`
+	// Progress is how many tasks had been applied when, with a time budget.
+	Progress      []ScalePoint `json:"progress,omitempty"`
+	IngestPerSec  float64      `json:"ingest_per_sec"`  // accepted by the broker
+	AppliedPerSec float64      `json:"applied_per_sec"` // taken into the system's state
+	RSSBytes      int64        `json:"rss_bytes"`
+	RSSPerPending float64      `json:"rss_bytes_per_pending"`
 	// The heap after a garbage collection, with everything pending.
 	LiveHeapBytes      int64   `json:"live_heap_bytes"`
 	LiveHeapPerPending float64 `json:"live_heap_bytes_per_pending"`
@@ -49,11 +56,35 @@ type ScaleResult struct {
 	Error                 string  `json:"error,omitempty"`
 }
 
+// ScalePoint is a moment of the scale phase's intake.
+type ScalePoint struct {
+	Sec     float64 `json:"sec"`     // since the first task was scheduled
+	Applied int64   `json:"applied"` // tasks taken in by then
+}
+
+// Scale is what the scale phase schedules: Pending follow-ups, or as many
+// as the system takes in within For (0: no bound). With a bound the
+// scheduling keeps at most MaxBacklog tasks ahead of the system's intake,
+// so that the phase stops with everything it scheduled soon applied, and
+// the progress of the intake is recorded as it goes.
+type Scale struct {
+	Pending int
+	For     time.Duration
+}
+
+// MaxBacklog is how far scheduling runs ahead of the intake in a scale
+// phase with a time budget: about a minute of intake at 10 M pending.
+const MaxBacklog = 500000
+
 // RunScale starts a fresh system, schedules pending follow-ups due far in
 // the future, measures memory and disk, fires a steady stream on top of
 // them, then kills the system with kill -9 and measures the restart.
-func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, w Workload) ScaleResult {
+func RunScale(ctx context.Context, s Scalable, b Backend, env Env, sc Scale, w Workload) ScaleResult {
+	pending := sc.Pending
 	res := ScaleResult{System: s.Name(), Pending: pending}
+	if sc.For > 0 {
+		res.Asked = pending
+	}
 	log := env.Log.With("system", s.Name(), "phase", "scale")
 	fail := func(err error) ScaleResult {
 		res.Error = err.Error()
@@ -74,11 +105,22 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 	}
 	rng := rand.New(rand.NewPCG(w.Seed, 2))
 	// Made a chunk at a time: 100 M tasks held at once would take more
-	// memory than the system measured.
-	farFrom := time.Now().Add(3 * time.Hour)
+	// memory than the system measured. Due well after the phase.
+	farFrom := time.Now().Add(3*time.Hour + sc.For)
 	t0 := time.Now()
 	const chunk = 100000
+	scheduled := 0
 	for i := 0; i < pending; i += chunk {
+		if sc.For > 0 {
+			stop, err := keepUp(ctx, s, t0, sc.For, int64(i), &res.Progress, time.Second)
+			if err != nil {
+				return fail(err)
+			}
+			if stop {
+				log.Info("scale budget spent", "for", sc.For, "scheduled", i)
+				break
+			}
+		}
 		far := makeTasks(rng, "p", min(chunk, pending-i), max(pending/2, 1), farFrom, time.Hour, w.Payload)
 		for j := range far { // ids and users as if made at once
 			far[j].ID, far[j].User = fmt.Sprintf("p-%d", i+j), fmt.Sprintf("user-%d", (i+j)%max(pending/2, 1))
@@ -86,11 +128,17 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 		if err := s.Schedule(ctx, far); err != nil {
 			return fail(err)
 		}
-		log.Info("pending scheduled", "n", i+len(far))
+		scheduled = i + len(far)
+		log.Info("pending scheduled", "n", scheduled)
 	}
+	pending = scheduled
+	res.Pending = pending
 	res.IngestPerSec = float64(pending) / time.Since(t0).Seconds()
 	if err := s.Applied(ctx); err != nil {
 		return fail(err)
+	}
+	if sc.For > 0 {
+		res.Progress = append(res.Progress, ScalePoint{Sec: time.Since(t0).Seconds(), Applied: int64(pending)})
 	}
 	res.AppliedPerSec = float64(pending) / time.Since(t0).Seconds()
 	for _, pid := range s.PIDs() {
@@ -144,4 +192,31 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, pending int, 
 	}
 	log.Info("scale phase done", "first_fire_after_restart_s", res.RestartFirstSec, "lost", res.RestartLost, "dups", res.RestartDups)
 	return res
+}
+
+// keepUp waits until the system's backlog of the scheduled tasks is at
+// most MaxBacklog, asking every poll and recording its intake in progress
+// every million, and reports whether the budget since t0 is spent.
+func keepUp(ctx context.Context, s Scalable, t0 time.Time, budget time.Duration, scheduled int64, progress *[]ScalePoint, poll time.Duration) (bool, error) {
+	for {
+		backlog, err := s.Backlog(ctx)
+		if err != nil {
+			return false, fmt.Errorf("backlog: %w", err)
+		}
+		applied := scheduled - backlog
+		if n := len(*progress); n == 0 || applied/1000000 > (*progress)[n-1].Applied/1000000 {
+			*progress = append(*progress, ScalePoint{Sec: time.Since(t0).Seconds(), Applied: applied})
+		}
+		if time.Since(t0) >= budget {
+			return true, nil
+		}
+		if backlog <= MaxBacklog {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
 }

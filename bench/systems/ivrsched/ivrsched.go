@@ -458,21 +458,42 @@ func (s *System) Applied(ctx context.Context) error {
 	return s.committed(ctx, string(s.topics.Scheduler), string(s.topics.Onboarding))
 }
 
+// Backlog is how many onboarding commands the scheduler has not committed.
+func (s *System) Backlog(ctx context.Context) (int64, error) {
+	client, admin, err := s.admin()
+	if err != nil {
+		return 0, err
+	}
+	defer client.Close()
+	return backlog(client, admin, string(s.topics.Scheduler), string(s.topics.Onboarding))
+}
+
+// admin is a client of the broker and an admin on it; closing the client
+// closes both.
+func (s *System) admin() (sarama.Client, sarama.ClusterAdmin, error) {
+	client, err := sarama.NewClient([]string{s.broker}, config())
+	if err != nil {
+		return nil, nil, err
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return client, admin, nil
+}
+
 // committed returns once group has committed every record of topic. A
 // broker that does not answer, or answers that it does not lead a
 // partition or coordinate the group (a starved single broker loses its
 // leadership for seconds; a coordinator may still be loading offsets), is
 // asked again for up to two minutes.
 func (s *System) committed(ctx context.Context, group, topic string) error {
-	client, err := sarama.NewClient([]string{s.broker}, config())
+	client, admin, err := s.admin()
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		return err
-	}
 	var failing time.Time // since when every attempt failed
 	for {
 		done, err := isCommitted(client, admin, group, topic)
@@ -500,29 +521,58 @@ func (s *System) committed(ctx context.Context, group, topic string) error {
 
 // isCommitted reports whether group committed topic's end offsets.
 func isCommitted(client sarama.Client, admin sarama.ClusterAdmin, group, topic string) (bool, error) {
-	parts, err := client.Partitions(topic)
+	ends, done, err := offsets(client, admin, group, topic)
 	if err != nil {
 		return false, err
 	}
-	ends := map[int32]int64{}
-	for _, p := range parts {
-		if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
-			return false, err
-		}
-	}
-	got, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-	if err != nil {
-		return false, err
-	}
-	if got.Err != sarama.ErrNoError {
-		return false, got.Err
-	}
-	for _, p := range parts {
-		if b := got.GetBlock(topic, p); b == nil || b.Offset < ends[p] {
+	for p, end := range ends {
+		if done[p] < end || done[p] < 0 {
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// backlog is how many records of topic group has not committed.
+func backlog(client sarama.Client, admin sarama.ClusterAdmin, group, topic string) (int64, error) {
+	ends, done, err := offsets(client, admin, group, topic)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for p, end := range ends {
+		n += end - max(done[p], 0) // nothing committed (-1): from the start
+	}
+	return n, nil
+}
+
+// offsets are the end offsets of topic's partitions and the offsets group
+// committed in them (-1: none).
+func offsets(client sarama.Client, admin sarama.ClusterAdmin, group, topic string) (ends, done map[int32]int64, err error) {
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	ends, done = map[int32]int64{}, map[int32]int64{}
+	for _, p := range parts {
+		if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+			return nil, nil, err
+		}
+	}
+	got, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+	if err != nil {
+		return nil, nil, err
+	}
+	if got.Err != sarama.ErrNoError {
+		return nil, nil, got.Err
+	}
+	for _, p := range parts {
+		done[p] = -1
+		if b := got.GetBlock(topic, p); b != nil {
+			done[p] = b.Offset
+		}
+	}
+	return ends, done, nil
 }
 
 // LiveHeapBytes is the heap `ivrsched run` (or the scheduler alone) keeps after a garbage

@@ -315,15 +315,11 @@ func parseOpens(sc *bufio.Scanner, instance string, since time.Time) ([]harness.
 // the writes that roll the segments. It returns the table's bytes on the
 // broker before and after.
 func (s *System) Compact(ctx context.Context) (before, after int64, err error) {
-	client, err := sarama.NewClient([]string{s.broker}, config())
+	client, admin, err := s.admin()
 	if err != nil {
 		return 0, 0, err
 	}
 	defer client.Close()
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		return 0, 0, err
-	}
 	table := string(s.topics.SchedulerTable())
 	start, err := topicBytes(client, admin, table)
 	if err != nil {

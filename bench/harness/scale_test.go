@@ -1,0 +1,51 @@
+package harness
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// backlogs is a Scalable whose backlog is each of its values in turn.
+type backlogs struct {
+	Scalable
+	left []int64
+}
+
+func (b *backlogs) Backlog(context.Context) (int64, error) {
+	n := b.left[0]
+	if len(b.left) > 1 {
+		b.left = b.left[1:]
+	}
+	return n, nil
+}
+
+func TestKeepUpWaitsForTheIntakeAndStopsAtTheBudget(t *testing.T) {
+	ctx := context.Background()
+	s := &backlogs{left: []int64{MaxBacklog + 700000, MaxBacklog + 1, MaxBacklog}}
+	var progress []ScalePoint
+	const scheduled = 3000000
+	stop, err := keepUp(ctx, s, time.Now(), time.Hour, scheduled, &progress, time.Millisecond)
+	if err != nil || stop {
+		t.Fatalf("keepUp = %v, %v; want to go on", stop, err)
+	}
+	if len(s.left) != 1 {
+		t.Errorf("asked %d times, want 3 (until the backlog is at most MaxBacklog)", 3-len(s.left)+1)
+	}
+	// 1.8 M applied, then 2.499999 M, then 2.5 M: one point per million.
+	want := []int64{scheduled - MaxBacklog - 700000, scheduled - MaxBacklog - 1}
+	if len(progress) != len(want) {
+		t.Fatalf("progress %v, want applied %v", progress, want)
+	}
+	for i, p := range progress {
+		if p.Applied != want[i] {
+			t.Errorf("progress[%d].Applied = %d, want %d", i, p.Applied, want[i])
+		}
+	}
+
+	s = &backlogs{left: []int64{MaxBacklog + 1}}
+	stop, err = keepUp(ctx, s, time.Now().Add(-time.Hour), time.Hour, scheduled, &progress, time.Millisecond)
+	if err != nil || !stop {
+		t.Fatalf("keepUp with the budget spent = %v, %v; want to stop", stop, err)
+	}
+}
