@@ -182,6 +182,9 @@ func ScaleMarkdown(w io.Writer, ss []ScaleResult) {
 			s.RestartFirstSec, s.RestartLost, s.RestartDups, placed)
 	}
 	for _, s := range ss {
+		if s.SettledSec > 0 {
+			fmt.Fprintf(w, "\n%s went quiet %.0f s after its intake (%.2f cores with its broker), before the steady phase.\n", s.System, s.SettledSec, s.SettledCPU)
+		}
 		if len(s.Progress) == 0 {
 			continue
 		}

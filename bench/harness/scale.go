@@ -34,6 +34,11 @@ type ScaleResult struct {
 	// Asked is the pending asked for; with a time budget (Scale.For) the
 	// phase stops scheduling when the budget is spent, Pending short of it.
 	Asked int `json:"asked,omitempty"`
+	// SettledSec is how long the system took to go quiet after the intake
+	// (Scale.Settle), SettledCPU its and its broker's share of a core over
+	// the last settleEvery of that wait.
+	SettledSec float64 `json:"settled_sec,omitempty"`
+	SettledCPU float64 `json:"settled_cpu_cores,omitempty"`
 	// Progress is how many tasks had been applied when, with a time budget.
 	Progress      []ScalePoint `json:"progress,omitempty"`
 	IngestPerSec  float64      `json:"ingest_per_sec"`  // accepted by the broker
@@ -67,10 +72,23 @@ type ScalePoint struct {
 // scheduling keeps at most MaxBacklog tasks ahead of the system's intake,
 // so that the phase stops with everything it scheduled soon applied, and
 // the progress of the intake is recorded as it goes.
+//
+// Settle, if not 0, is the longest the phase waits after the intake, before
+// the steady phase, for the system and its broker to go quiet (SettleCPU):
+// the compactions an intake leaves behind (LevelDB's, the broker's log
+// cleaner's) are not what a deployment that took its pending in over days
+// is doing when its follow-ups fall due.
 type Scale struct {
 	Pending int
 	For     time.Duration
+	Settle  time.Duration
 }
+
+// SettleCPU is quiet for Scale.Settle: the system and its broker together
+// use at most this share of one core over settleEvery.
+const SettleCPU = 0.5
+
+const settleEvery = 10 * time.Second
 
 // MaxBacklog is how far scheduling runs ahead of the intake in a scale
 // phase with a time budget: about a minute of intake at 10 M pending.
@@ -156,6 +174,14 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, sc Scale, w W
 	}
 	res.BrokerBytes = after.Sub(before).Bytes
 	log.Info("pending applied", "rss_mb", res.RSSBytes>>20, "live_heap_mb", res.LiveHeapBytes>>20, "disk_mb", res.DiskBytes>>20, "applied_per_s", int(res.AppliedPerSec))
+	if sc.Settle > 0 {
+		t := time.Now()
+		if res.SettledCPU, err = settle(ctx, s, b, sc.Settle); err != nil {
+			return fail(err)
+		}
+		res.SettledSec = time.Since(t).Seconds()
+		log.Info("scale settled", "after_s", int(res.SettledSec), "cpu_cores", res.SettledCPU)
+	}
 
 	if res.Prefire, err = prefire(ctx, Subject{System: s, Backend: b}, obs, w, rng, "w", log); err != nil {
 		return fail(err)
@@ -217,6 +243,22 @@ func keepUp(ctx context.Context, s Scalable, t0 time.Time, budget time.Duration,
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-time.After(poll):
+		}
+	}
+}
+
+// settle waits at most d for s and its broker to use at most SettleCPU of a
+// core over settleEvery, and returns their last share.
+func settle(ctx context.Context, s System, b Backend, d time.Duration) (float64, error) {
+	end := time.Now().Add(d)
+	for {
+		c0, t0 := systemCPU(s)+CPUTime(b.PID()), time.Now()
+		if err := sleep(ctx, settleEvery); err != nil {
+			return 0, err
+		}
+		cores := (systemCPU(s) + CPUTime(b.PID()) - c0).Seconds() / time.Since(t0).Seconds()
+		if cores <= SettleCPU || time.Now().After(end) {
+			return cores, nil
 		}
 	}
 }

@@ -37,6 +37,7 @@ type settings struct {
 	warmup                         time.Duration
 	scale                          int
 	scaleFor                       time.Duration
+	scaleSettle                    time.Duration
 	prefire                        int
 	prefireRestart                 bool
 	seed                           uint64
@@ -90,6 +91,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&s.prefire, "prefire", 0, "fire this many follow-ups (over 2 s, 3 s after scheduling them) before each steady phase, every system alike, and leave them out of its figures: the first fires on a system's fresh topics are not steady (0: none; their lateness goes in results.json as prefire)")
 	fs.BoolVar(&s.prefireRestart, "prefire-restart", false, "with -prefire: after the first fires, kill -9 each system (not the floor) and start it again on its topics, then fire as many again (results.json after_restart): does a restart pay the first fires' cost again?")
 	fs.IntVar(&s.scale, "scale", 0, "also run the scale phase with this many follow-ups pending, for ivrsched-kafka, -repeat times, each after a run of kafka-floor when it is among -systems (0: skip)")
+	fs.DurationVar(&s.scaleSettle, "scale-settle", 0, "scale phase: wait up to this long after the intake for ivrsched and the broker to go quiet (compactions) before the steady phase (0: do not wait)")
 	fs.DurationVar(&s.scaleFor, "scale-for", 0, "scale phase: stop scheduling after this long, with as many pending as were taken in by then, and record the intake's progress (0: schedule all of -scale)")
 	fs.IntVar(&s.dialer, "dialer", 0, "also run the dialer phase with this many calls per provider latency, -repeat times each (0: skip)")
 	fs.StringVar(&s.dialerLatencies, "dialer-latencies", "0ms,50ms,300ms", "dialer phase: the provider's latencies, one run each per repetition")
@@ -321,7 +323,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
 				return err
 			}
-			sr := harness.RunScale(ctx, sys, kafka, env, harness.Scale{Pending: s.scale, For: s.scaleFor}, w)
+			sr := harness.RunScale(ctx, sys, kafka, env, harness.Scale{Pending: s.scale, For: s.scaleFor, Settle: s.scaleSettle}, w)
 			sr.Repetition, sr.FloorSteadyP99Ms = rep+1, floorP99
 			scales = append(scales, sr)
 		}
