@@ -149,6 +149,9 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, sc Scale, w W
 		scheduled = i + len(far)
 		log.Info("pending scheduled", "n", scheduled)
 	}
+	if scheduled == 0 {
+		return fail(fmt.Errorf("the time budget of %v was spent before anything was scheduled", sc.For))
+	}
 	pending = scheduled
 	res.Pending = pending
 	res.IngestPerSec = float64(pending) / time.Since(t0).Seconds()
