@@ -242,10 +242,8 @@ func keepUp(ctx context.Context, s Scalable, t0 time.Time, budget time.Duration,
 		if backlog <= MaxBacklog {
 			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(poll):
+		if err := sleep(ctx, poll); err != nil {
+			return false, err
 		}
 	}
 }
