@@ -112,6 +112,13 @@
 //     (TestGokaMemoryStorageKeepsTheSliceItIsGiven). It holds views of a few
 //     keys (the calling policy, ReadView's callers); the do-not-call list
 //     has a storage of its own (internal/suppress; issue 33).
+//   - goleveldb (Goka's LevelDB, v1.0.1-0.20220721030215-126854af5e6d),
+//     with its block cache off, keeps each open table's index and bloom
+//     filter in memory, so a read of a key below the memtable reads one
+//     data block from the file (TestReadPastTheMemtableReadsOneBlock, the
+//     one pin outside this package: it is in internal/localstore, whose
+//     options it needs). A fire's read of a pending user's value costs
+//     one block read because of it.
 //
 // Rebalances:
 //   - Goka closes every partition's store when a group session ends (a

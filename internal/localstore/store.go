@@ -477,10 +477,21 @@ func (s *store) Close() error {
 }
 
 // levelOptions size LevelDB for many small stores in one process (one per
-// table partition): 2 MiB memtables and block caches instead of LevelDB's
-// 4 and 8 MiB. With 1,000,000 pending follow-ups on 8 partitions this took
-// the process from 605 to 359 MB RSS; 1 MiB memtables saved 60 MB more but
-// doubled the p99 lateness (compactions). Read buffers are pooled: without
+// table partition): 2 MiB memtables instead of LevelDB's 4 MiB. With
+// 1,000,000 pending follow-ups on 8 partitions this took the process from
+// 605 to 359 MB RSS; 1 MiB memtables saved 60 MB more but doubled the p99
+// lateness (compactions).
+//
+// There is no block cache. Without one, goleveldb keeps each open table's
+// index and bloom filter in memory (about 4 % of the table), so reading a
+// key below the memtable reads the one data block that holds it
+// (TestReadPastTheMemtableReadsOneBlock). A block cache held those blocks
+// beside the data blocks read, and a fire's read of a follow-up written
+// long before evicts one: with 10 M pending a 2 MiB cache per store held
+// a fraction of the indexes, and a read cost about 24 µs and several file
+// reads instead of 8 µs and one (BenchmarkGetPastTheMemtable). The OS's
+// page cache keeps the data blocks. Up to 4,096 tables (8 GiB) of a store
+// stay open, one file descriptor each. Read buffers are pooled: without
 // the pool every block read past the cache (about one per fire with 1 M
 // pending) allocated 4 KiB, a third of the process's garbage, and applying
 // commands ran at 28 k/s instead of 37 k/s. Tables carry bloom filters (10
@@ -515,7 +526,8 @@ func (s *store) Close() error {
 var levelOptions = &opt.Options{
 	Filter:                 filter.NewBloomFilter(10),
 	WriteBuffer:            2 << 20,
-	BlockCacheCapacity:     2 << 20,
+	DisableBlockCache:      true,
+	OpenFilesCacheCapacity: 4096,
 	DisableSeeksCompaction: true,
 	CompactionL0Trigger:    2,
 	CompactionTotalSize:    1 << 20,
