@@ -130,7 +130,7 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, sc Scale, w W
 	scheduled := 0
 	for i := 0; i < pending; i += chunk {
 		if sc.For > 0 {
-			stop, err := keepUp(ctx, s, t0, sc.For, int64(i), &res.Progress, time.Second)
+			stop, err := keepUp(ctx, s, t0, sc.For, int64(i), &res.Progress, time.Second, 2*time.Minute)
 			if err != nil {
 				return fail(err)
 			}
@@ -226,12 +226,25 @@ func RunScale(ctx context.Context, s Scalable, b Backend, env Env, sc Scale, w W
 // keepUp waits until the system's backlog of the scheduled tasks is at
 // most MaxBacklog, asking every poll and recording its intake in progress
 // every million, and reports whether the budget since t0 is spent.
-func keepUp(ctx context.Context, s Scalable, t0 time.Time, budget time.Duration, scheduled int64, progress *[]ScalePoint, poll time.Duration) (bool, error) {
+func keepUp(ctx context.Context, s Scalable, t0 time.Time, budget time.Duration, scheduled int64, progress *[]ScalePoint, poll, patience time.Duration) (bool, error) {
+	var failing time.Time // since when every poll failed
 	for {
 		backlog, err := s.Backlog(ctx)
 		if err != nil {
-			return false, fmt.Errorf("backlog: %w", err)
+			// A single broker starved by the intake answers for seconds
+			// that it leads no partition: ask again, for up to patience.
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if time.Since(failing) >= patience {
+				return false, fmt.Errorf("backlog, failing for %v: %w", time.Since(failing).Round(time.Second), err)
+			}
+			if err := sleep(ctx, poll); err != nil {
+				return false, err
+			}
+			continue
 		}
+		failing = time.Time{}
 		applied := scheduled - backlog
 		if n := len(*progress); n == 0 || applied/1000000 > (*progress)[n-1].Applied/1000000 {
 			*progress = append(*progress, ScalePoint{Sec: time.Since(t0).Seconds(), Applied: applied})

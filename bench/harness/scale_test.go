@@ -2,20 +2,27 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
 
-// backlogs is a Scalable whose backlog is each of its values in turn.
+// backlogs is a Scalable whose backlog is each of its values in turn; a
+// negative value is errNotLeader.
 type backlogs struct {
 	Scalable
 	left []int64
 }
 
+var errNotLeader = errors.New("not the leader for some partition")
+
 func (b *backlogs) Backlog(context.Context) (int64, error) {
 	n := b.left[0]
 	if len(b.left) > 1 {
 		b.left = b.left[1:]
+	}
+	if n < 0 {
+		return 0, errNotLeader
 	}
 	return n, nil
 }
@@ -25,7 +32,7 @@ func TestKeepUpWaitsForTheIntakeAndStopsAtTheBudget(t *testing.T) {
 	s := &backlogs{left: []int64{MaxBacklog + 700000, MaxBacklog + 1, MaxBacklog}}
 	var progress []ScalePoint
 	const scheduled = 3000000
-	stop, err := keepUp(ctx, s, time.Now(), time.Hour, scheduled, &progress, time.Millisecond)
+	stop, err := keepUp(ctx, s, time.Now(), time.Hour, scheduled, &progress, time.Millisecond, time.Hour)
 	if err != nil || stop {
 		t.Fatalf("keepUp = %v, %v; want to go on", stop, err)
 	}
@@ -44,8 +51,26 @@ func TestKeepUpWaitsForTheIntakeAndStopsAtTheBudget(t *testing.T) {
 	}
 
 	s = &backlogs{left: []int64{MaxBacklog + 1}}
-	stop, err = keepUp(ctx, s, time.Now().Add(-time.Hour), time.Hour, scheduled, &progress, time.Millisecond)
+	stop, err = keepUp(ctx, s, time.Now().Add(-time.Hour), time.Hour, scheduled, &progress, time.Millisecond, time.Hour)
 	if err != nil || !stop {
 		t.Fatalf("keepUp with the budget spent = %v, %v; want to stop", stop, err)
+	}
+}
+
+func TestKeepUpAsksAgainWhileTheBrokerFails(t *testing.T) {
+	ctx := context.Background()
+	s := &backlogs{left: []int64{-1, -1, MaxBacklog}}
+	var progress []ScalePoint
+	stop, err := keepUp(ctx, s, time.Now(), time.Hour, 3000000, &progress, time.Millisecond, time.Hour)
+	if err != nil || stop {
+		t.Fatalf("keepUp after two failed polls = %v, %v; want to go on", stop, err)
+	}
+	if len(s.left) != 1 {
+		t.Errorf("asked %d times, want 3", 3-len(s.left)+1)
+	}
+
+	s = &backlogs{left: []int64{-1}}
+	if _, err := keepUp(ctx, s, time.Now(), time.Hour, 3000000, &progress, time.Millisecond, 0); !errors.Is(err, errNotLeader) {
+		t.Errorf("keepUp with the patience spent = %v; want the broker's error", err)
 	}
 }
