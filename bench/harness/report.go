@@ -185,6 +185,10 @@ func ScaleMarkdown(w io.Writer, ss []ScaleResult) {
 		if s.SettledSec > 0 {
 			fmt.Fprintf(w, "\n%s went quiet %.0f s after its intake (%.2f cores with its broker), before the steady phase.\n", s.System, s.SettledSec, s.SettledCPU)
 		}
+		if p := s.Prefire; p != nil {
+			fmt.Fprintf(w, "\nThe first %d fires after the intake of %s (prefire, left out of its steady figures): p50 / p99 / max %.0f / %.0f / %.0f ms, %d missing.\n",
+				p.Fired+p.Missing, s.System, p.P50Ms, p.P99Ms, p.MaxMs, p.Missing)
+		}
 		if len(s.Progress) == 0 {
 			continue
 		}

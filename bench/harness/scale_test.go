@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,5 +73,15 @@ func TestKeepUpAsksAgainWhileTheBrokerFails(t *testing.T) {
 	s = &backlogs{left: []int64{-1}}
 	if _, err := keepUp(ctx, s, time.Now(), time.Hour, 3000000, &progress, time.Millisecond, 0); !errors.Is(err, errNotLeader) {
 		t.Errorf("keepUp with the patience spent = %v; want the broker's error", err)
+	}
+}
+
+func TestScaleMarkdownShowsTheFirstFiresAfterTheIntake(t *testing.T) {
+	var b strings.Builder
+	ScaleMarkdown(&b, []ScaleResult{{System: "sched-scale", Pending: 10000000, Steady: &Phase{P99Ms: 40},
+		Prefire: &Phase{Fired: 1990, Missing: 10, P50Ms: 120, P99Ms: 450, MaxMs: 510}}})
+	want := "The first 2000 fires after the intake of sched-scale (prefire, left out of its steady figures): p50 / p99 / max 120 / 450 / 510 ms, 10 missing."
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("ScaleMarkdown wrote\n%s\nwant a line %q", b.String(), want)
 	}
 }
