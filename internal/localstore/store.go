@@ -483,7 +483,9 @@ func (s *store) Close() error {
 // lateness (compactions).
 //
 // There is no block cache. Without one, goleveldb keeps each open table's
-// index and bloom filter in memory (about 4 % of the table), so reading a
+// index and bloom filter in memory (estimated at 4 % of the table; with
+// 30 M pending the live heap was 735 MB against 132 with the cache, not
+// yet explained: docs/bench/journal/2026-12-04-first-second-broker.md), so reading a
 // key below the memtable reads the one data block that holds it
 // (TestReadPastTheMemtableReadsOneBlock). A block cache holds those blocks
 // beside the data blocks read, and each read of a follow-up written long
