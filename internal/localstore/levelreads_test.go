@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -180,4 +181,98 @@ func BenchmarkGetPastTheMemtable(b *testing.B) {
 			b.ReportMetric(float64(counted.bytes.Load())/float64(b.N), "read-B/op")
 		})
 	}
+}
+
+// TestOpenTablesHoldOnlyTheirIndexes pins the other half of what the
+// stores' options rely on in goleveldb: the memory a store holds for its
+// open tables is their index and filter blocks, about a tenth of the
+// tables, not more. goleveldb's buffer pool hands a request for a block
+// larger than 16 KiB (a table's index or filter) whatever large buffer it
+// holds, and a compaction puts back its table writer's buffer of 2 MiB:
+// with the pool on, a table opened after a compaction kept that whole
+// buffer for its index as long as it stayed open (with 30 M pending, 600
+// MB of the heap). The writes here are interleaved with reads of users
+// written before, as a scheduler's commands and fires interleave them.
+func TestOpenTablesHoldOnlyTheirIndexes(t *testing.T) {
+	const users = 600000
+	files, err := lvlstorage.OpenFile(t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer files.Close()
+	db, err := leveldb.Open(files, levelOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			db.Close()
+		}
+	}()
+	rng := rand.New(rand.NewPCG(7, 8))
+	batch := new(leveldb.Batch)
+	for n := range users {
+		value := make([]byte, 0, 200)
+		for range 2 {
+			value = binary.AppendUvarint(value, rng.Uint64())
+			value = fmt.Appendf(value, "p-%d/%s", rng.IntN(1e8), "a follow-up's payload of sixty-four bytes, the same for each one")
+		}
+		batch.Put(userKey(n), value)
+		for range 2 {
+			key := binary.BigEndian.AppendUint64([]byte(IndexPrefix), rng.Uint64())
+			batch.Put(fmt.Appendf(key, "user-%d/p-%d", n, rng.IntN(1e8)), make([]byte, 16))
+		}
+		if n%100 == 99 {
+			if err := db.Write(batch, nil); err != nil {
+				t.Fatal(err)
+			}
+			batch.Reset()
+			for range 5 { // a command's or a fire's read of a user written before
+				if _, err := db.Get(userKey(rng.IntN(n+1)), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for u := range users { // opens every table
+		if _, err := db.Get(userKey(u), nil); err != nil {
+			t.Fatalf("get user %d: %v", u, err)
+		}
+	}
+	var stats leveldb.DBStats
+	if err := db.Stats(&stats); err != nil {
+		t.Fatal(err)
+	}
+	var tables int
+	var tableBytes int64
+	for i, n := range stats.LevelTablesCounts {
+		tables += n
+		tableBytes += stats.LevelSizes[i]
+	}
+	open := liveHeap()
+	closed = true
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	held := open - liveHeap()
+	t.Logf("%d tables (levels %v, %d open), %.1f MiB: the open store held %.1f MiB of heap (%.1f %% of its tables)",
+		tables, stats.LevelTablesCounts, stats.OpenedTablesCount, float64(tableBytes)/(1<<20), float64(held)/(1<<20), 100*float64(held)/float64(tableBytes))
+	if tables < 8 {
+		t.Fatalf("the store has %d tables; the test needs several", tables)
+	}
+	// The memtables (up to two of WriteBuffer) and a tenth of the tables.
+	if limit := 2*int64(levelOptions.WriteBuffer) + tableBytes/10; held > limit {
+		t.Errorf("the open store held %d bytes of heap, more than %d (two memtables and a tenth of its %d bytes of tables): open tables keep more than their index and filter blocks", held, limit, tableBytes)
+	}
+}
+
+// liveHeap is the heap in use after two collections (the second frees
+// what sync.Pools held through the first).
+func liveHeap() int64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

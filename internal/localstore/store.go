@@ -483,22 +483,26 @@ func (s *store) Close() error {
 // lateness (compactions).
 //
 // There is no block cache. Without one, goleveldb keeps each open table's
-// index and bloom filter in memory (estimated at 4 % of the table; with
-// 30 M pending the live heap was 735 MB against 132 with the cache, not
-// yet explained: docs/bench/journal/2026-12-04-first-second-broker.md), so reading a
-// key below the memtable reads the one data block that holds it
+// index and bloom filter in memory (about 6 % of the table:
+// TestOpenTablesHoldOnlyTheirIndexes), so reading a key below the
+// memtable reads the one data block that holds it
 // (TestReadPastTheMemtableReadsOneBlock). A block cache holds those blocks
 // beside the data blocks read, and each read of a follow-up written long
 // before evicts some: with one partition's share of 10 M pending and a
 // 2 MiB cache a read cost 16 µs and 1.4 file reads, 61 µs and 4.2 while
-// compactions ran, against 7.6 µs and one, 11.9 µs and 1.26 without
+// compactions ran, against 9.4 µs and one, 12.8 µs and 1.15 without
 // (BenchmarkGetPastTheMemtable). The OS's page cache keeps the data
 // blocks. Up to 4,096 tables (8 GiB) of a store stay open, one file
-// descriptor each. Read buffers are pooled: without the pool every block
-// read (about one per fire with 1 M pending) allocated 4 KiB, a third of
-// the process's garbage, and applying commands ran at 28 k/s instead of
-// 37 k/s. Tables carry bloom filters (10 bits per key), so reading a key
-// that is not there skips the tables.
+// descriptor each. Tables carry bloom filters (10 bits per key), so
+// reading a key that is not there skips the tables.
+//
+// goleveldb's buffer pool is off. It hands a request for more than 16 KiB
+// whatever large buffer it holds, and each compaction puts back its table
+// writer's 2 MiB: the next table opened took that buffer for its index or
+// filter and kept all of it while it stayed open. With 30 M pending that
+// was 600 MB of a 735 MB heap (docs/bench/journal/2026-12-04-buffer-pool.md).
+// Without the pool a read past the memtable allocates its block (7 KiB
+// instead of 1 KiB a read) and costs 9.4 µs instead of 5.8.
 //
 // Seek-triggered compactions are off. LevelDB charges a "seek" to a table
 // each time a read looks at it and then at a table below (the bloom filter
@@ -530,6 +534,7 @@ var levelOptions = &opt.Options{
 	Filter:                 filter.NewBloomFilter(10),
 	WriteBuffer:            2 << 20,
 	DisableBlockCache:      true,
+	DisableBufferPool:      true,
 	OpenFilesCacheCapacity: 4096,
 	DisableSeeksCompaction: true,
 	CompactionL0Trigger:    2,
