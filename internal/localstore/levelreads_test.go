@@ -70,16 +70,7 @@ func levelStore(tb testing.TB, users int) (*leveldb.DB, *countingFiles) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	batch := new(leveldb.Batch)
 	for n, u := range rng.Perm(users) {
-		value := make([]byte, 0, 200)
-		for range 2 {
-			value = binary.AppendUvarint(value, rng.Uint64())
-			value = fmt.Appendf(value, "p-%d/%s", rng.IntN(1e8), "a follow-up's payload of sixty-four bytes, the same for each one")
-		}
-		batch.Put(userKey(u), value)
-		for range 2 {
-			key := binary.BigEndian.AppendUint64([]byte(IndexPrefix), rng.Uint64())
-			batch.Put(fmt.Appendf(key, "user-%d/p-%d", u, rng.IntN(1e8)), make([]byte, 16))
-		}
+		putUser(batch, rng, u)
 		if n%100 == 99 || n == users-1 {
 			if err := db.Write(batch, nil); err != nil {
 				tb.Fatal(err)
@@ -94,6 +85,21 @@ func levelStore(tb testing.TB, users int) (*leveldb.DB, *countingFiles) {
 }
 
 func userKey(u int) []byte { return fmt.Appendf(nil, "user-%d", u) }
+
+// putUser adds user u's value (two follow-ups, about 200 bytes) and its
+// two due keys to batch, as the scheduler's table holds them.
+func putUser(batch *leveldb.Batch, rng *rand.Rand, u int) {
+	value := make([]byte, 0, 200)
+	for range 2 {
+		value = binary.AppendUvarint(value, rng.Uint64())
+		value = fmt.Appendf(value, "p-%d/%s", rng.IntN(1e8), "a follow-up's payload of sixty-four bytes, the same for each one")
+	}
+	batch.Put(userKey(u), value)
+	for range 2 {
+		key := binary.BigEndian.AppendUint64([]byte(IndexPrefix), rng.Uint64())
+		batch.Put(fmt.Appendf(key, "user-%d/p-%d", u, rng.IntN(1e8)), make([]byte, 16))
+	}
+}
 
 // TestReadPastTheMemtableReadsOneBlock pins what the stores' options rely
 // on in goleveldb (levelOptions): with the block cache off, each open
@@ -213,16 +219,7 @@ func TestOpenTablesHoldOnlyTheirIndexes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	batch := new(leveldb.Batch)
 	for n := range users {
-		value := make([]byte, 0, 200)
-		for range 2 {
-			value = binary.AppendUvarint(value, rng.Uint64())
-			value = fmt.Appendf(value, "p-%d/%s", rng.IntN(1e8), "a follow-up's payload of sixty-four bytes, the same for each one")
-		}
-		batch.Put(userKey(n), value)
-		for range 2 {
-			key := binary.BigEndian.AppendUint64([]byte(IndexPrefix), rng.Uint64())
-			batch.Put(fmt.Appendf(key, "user-%d/p-%d", n, rng.IntN(1e8)), make([]byte, 16))
-		}
+		putUser(batch, rng, n)
 		if n%100 == 99 {
 			if err := db.Write(batch, nil); err != nil {
 				t.Fatal(err)
