@@ -490,7 +490,7 @@ func (s *store) Close() error {
 // beside the data blocks read, and each read of a follow-up written long
 // before evicts some: with one partition's share of 10 M pending and a
 // 2 MiB cache a read cost 16 µs and 1.4 file reads, 61 µs and 4.2 while
-// compactions ran, against 9.4 µs and one, 12.8 µs and 1.15 without
+// compactions ran, against 9.4 µs and one, 12.8 µs and 1.13 without
 // (BenchmarkGetPastTheMemtable). The OS's page cache keeps the data
 // blocks. Up to 4,096 tables (8 GiB) of a store stay open, one file
 // descriptor each. Tables carry bloom filters (10 bits per key), so
