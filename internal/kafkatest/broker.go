@@ -579,22 +579,6 @@ func findJava() (string, error) {
 	return java, nil
 }
 
-// freePorts reserves n distinct free TCP ports on 127.0.0.1. They are
-// released before the broker binds them, so another process could in
-// principle take one in between.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("kafkatest: find free port: %w", err)
-		}
-		defer l.Close() // held until all are chosen, so they differ
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // newClusterID returns a random Kafka UUID in its text form (URL-safe base64
 // of 16 bytes without padding), as kafka-storage random-uuid prints it.
 func newClusterID() (string, error) {
