@@ -93,6 +93,7 @@ type Broker struct {
 	libDir  string
 	dir     string // temporary directory: config, data and broker.log
 	addr    string
+	ctrl    string // the controller listener's host:port
 	jvmArgs []string
 	timeout time.Duration
 	// listeners are the extra listeners' addresses by name (WithListener).
@@ -196,6 +197,7 @@ func startNodes(ctx context.Context, n int, opts []Option) ([]*Broker, error) {
 			libDir:  libDir,
 			dir:     dir,
 			addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
+			ctrl:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1])),
 			timeout: cfg.timeout,
 		}
 		nodes = append(nodes, b)
@@ -475,7 +477,7 @@ func (b *Broker) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-b.exited:
-			return fmt.Errorf("kafkatest: broker exited during start-up (%s)", b.cmd.ProcessState)
+			return fmt.Errorf("kafkatest: broker exited during start-up (%s)%s", b.cmd.ProcessState, b.portsTaken())
 		case <-ctx.Done():
 			return fmt.Errorf("kafkatest: broker not ready on %s after %v: %w (last error: %v)",
 				b.addr, time.Since(began).Round(time.Millisecond), ctx.Err(), lastErr)

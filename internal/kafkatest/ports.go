@@ -3,9 +3,11 @@ package kafkatest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,4 +78,29 @@ func listenPortRange() (lo, hi int) {
 		return 0, 0
 	}
 	return minListenPort, start
+}
+
+// portsTaken names the broker's listener addresses that another process
+// holds now that the broker has exited, for the error of a failed start:
+// a taken controller port often ends the broker with nothing logged.
+func (b *Broker) portsTaken() string {
+	addrs := append([]string{b.addr, b.ctrl}, slices.Sorted(maps.Values(b.listeners))...)
+	var taken []string
+	for _, addr := range addrs {
+		if addr == "" {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			l.Close()
+			continue
+		}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			taken = append(taken, addr)
+		}
+	}
+	if len(taken) == 0 {
+		return ""
+	}
+	return "; another process holds its listener address " + strings.Join(taken, ", ")
 }

@@ -1,7 +1,10 @@
 package kafkatest
 
 import (
+	"net"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -28,5 +31,28 @@ func TestFreePortsBelowEphemeralRange(t *testing.T) {
 			t.Errorf("port %d chosen twice", p)
 		}
 		seen[p] = true
+	}
+}
+
+// A broker that exits on start-up names the listener addresses another
+// process holds.
+func TestPortsTakenNamesHeldAddresses(t *testing.T) {
+	ports, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ports[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	b := &Broker{addr: "127.0.0.1:" + strconv.Itoa(ports[0]), ctrl: held.Addr().String()}
+	got := b.portsTaken()
+	if !strings.Contains(got, held.Addr().String()) || strings.Contains(got, b.addr) {
+		t.Fatalf("portsTaken() = %q, want %s named and %s not", got, held.Addr(), b.addr)
+	}
+	held.Close()
+	if got := b.portsTaken(); got != "" {
+		t.Fatalf("portsTaken() with every port free = %q, want empty", got)
 	}
 }
